@@ -1,0 +1,223 @@
+"""DPS-F̃ (DPS paper Fig. 5-6): F̃ in ANF with explicit storage and destinations.
+
+Every array-producing construct names the *destination* (a ``Ref``) its result is
+written to; storage comes only from ``Alloc`` regions on the arena (stack
+discipline: a region lives for the scope of its body) or from the caller.
+Sizes are symbolic (sympy) expressions over the kernel's size symbols, already
+partially evaluated from the shape translation, so no shape computation is left
+at run time.
+
+Representation at run time: an array is one flat, row-major buffer of its scalar
+element type; its dims are known symbolically (``dims``).  A ``Ref`` therefore
+denotes the address of a scalar element: a region (or the kernel's destination
+parameter) plus an offset counted in scalar elements.
+
+Atoms are ``fsmooth.core.Var`` / ``fsmooth.core.Lit`` (typed).  Array-typed
+variables denote the buffer the array lives in, with ``dims`` recorded where
+they are bound (``Let.dims``, kernel parameters) so later stages can index them.
+
+Terms:
+  Atom(a)                          a scalar or array variable, or a literal
+  Prim(op, args, ty)               scalar primitive over atoms (fsmooth.prims)
+  Get(arr, idx, ty)                a[i]: a scalar read; for array-typed results a view, no copy
+  CardOf(value)                    a Card known symbolically (length a, n*m, ...)
+  Let(name, rhs, body, ty, dims)   let x = rhs in body; dims = x's dims (() for scalars)
+  If(cond, then, orelse, ty)       both branches write the same destination when array-typed
+  Alloc(region, elem, count, body, offset)
+                                   alloc (bytes shp) (λ r. body): count scalars of type elem
+  Build(dest, size, index, body, ty)
+      build r n (λ r_i i. body): iteration i writes element i at dest + i * (elements of one
+      element); for a scalar element type, body is a scalar term stored at dest[i]; for an
+      array element type, body writes its result into Offset(dest, i * elem_count) itself
+      (its destination refs say so).  Iterations are independent (parfor).
+  Ifold(dest, state, index, body, init, count, ty, buffers)
+      ifold (λ s i. body) init count, result into dest.  Scalar state: buffers is None, body and
+      init are scalar terms.  Array state: buffers = (b0, b1), two regions each holding one
+      state; init writes into b0; iteration k reads state from buffers[k % 2] (bound to the
+      name ``state``) and its body writes into buffers[(k + 1) % 2] -- the body's destination
+      refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
+      after the loop the current buffer is copied to dest (a single copy, none per iteration).
+  Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
+  Call(fn, dest, args, ty, scratch_offset)
+                                   call of a DPS kernel: result into dest (Bullet for scalars);
+                                   array arguments pass their dims along (from where they are bound)
+
+Refs:
+  RVar(name)                        a region bound by Alloc, or the kernel's destination "out"
+  Bullet()                          • : no storage (scalar-valued term)
+  Offset(base, elems)               base + elems (sympy expr over size symbols and index vars)
+  StateDest(ifold_state)            the buffer the current iteration of that ifold writes
+
+A DPS kernel: Kernel(name, dest, params, result, result_dims, body, sizes, constraints, scratch)
+  - params: (name, type, dims) with dims a tuple of sympy Symbols for array params, () else
+  - sizes: the size symbols of the kernel (array dims and Card parameters), in C order
+  - constraints: SizeConstraint(cond, param, message): sympy relations over the sizes that
+    must hold before the kernel runs (every build size >= 0, affine reads in range, ...)
+  - scratch: the exact peak arena use in bytes, a sympy expr over the sizes (callees included)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from fsmooth.core import Lit, Var
+from fsmooth.errors import Loc
+from fsmooth.types import Scalar, Type
+
+Atom = Var | Lit
+ALIGN = 16  # bytes; every region starts on this boundary
+Dims = tuple  # tuple[sympy.Expr, ...]
+
+
+class Ref:
+    pass
+
+
+@dataclass(frozen=True)
+class RVar(Ref):
+    name: str
+
+
+@dataclass(frozen=True)
+class Bullet(Ref):
+    pass
+
+
+@dataclass(frozen=True)
+class Offset(Ref):
+    base: Ref
+    elems: sympy.Expr
+
+
+@dataclass(frozen=True)
+class StateDest(Ref):
+    state: str
+
+
+class Term:
+    pass
+
+
+def _loc():
+    return field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Atom_(Term):
+    atom: Atom
+
+
+@dataclass(frozen=True)
+class Prim(Term):
+    op: str
+    args: tuple
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Get(Term):
+    arr: Atom
+    idx: Atom
+    ty: Type
+    checked: bool = False  # True: index not proven in range, the generated code checks it
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class CardOf(Term):
+    value: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Let(Term):
+    name: str
+    rhs: Term
+    body: Term
+    ty: Type
+    dims: Dims = ()
+
+
+@dataclass(frozen=True)
+class If(Term):
+    cond: Atom
+    then: Term
+    orelse: Term
+    ty: Type
+
+
+@dataclass(frozen=True)
+class Alloc(Term):
+    region: str
+    elem: Scalar
+    count: sympy.Expr
+    body: Term
+    # Byte offset of the region from the kernel's scratch base: stack discipline makes every
+    # region's place static (the sum of the sizes of the regions live around it, each rounded
+    # up to ALIGN), so the generated code never bumps a pointer at run time.
+    offset: sympy.Expr = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
+class Build(Term):
+    dest: Ref
+    size: sympy.Expr
+    index: str
+    body: Term
+    ty: Type
+
+
+@dataclass(frozen=True)
+class Ifold(Term):
+    dest: Ref
+    state: str
+    index: str
+    body: Term
+    init: Term
+    count: sympy.Expr | Atom
+    ty: Type
+    buffers: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Copy(Term):
+    dest: Ref
+    src: Atom
+    count: sympy.Expr
+    elem: Scalar
+
+
+@dataclass(frozen=True)
+class Call(Term):
+    fn: str
+    dest: Ref
+    args: tuple  # atoms
+    ty: Type
+    scratch_offset: sympy.Expr = sympy.Integer(0)  # the callee's scratch base, in bytes
+
+
+@dataclass(frozen=True)
+class SizeConstraint:
+    cond: sympy.Basic  # a relation over size symbols
+    param: str  # the parameter to blame in the error message
+    message: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    dest: str
+    params: tuple  # (name, Type, dims)
+    result: Type
+    result_dims: Dims
+    body: Term
+    sizes: tuple  # sympy Symbols
+    constraints: tuple = ()  # SizeConstraint
+    scratch: sympy.Expr = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
+class Program:
+    kernels: dict  # name -> Kernel, callees before callers
+    entry: str

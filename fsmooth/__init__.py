@@ -1,0 +1,13 @@
+"""fsmooth: small functional array programs in Python, compiled to C with exact memory."""
+from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
+from .errors import CompileError
+from .kernel import Kernel, kernel
+from .types import Array, Bool, Card, Double, Float, Index
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "Bool", "Card", "CompileError", "Double", "Float", "Index", "Kernel", "abs", "build",
+    "cos", "exp", "floor", "ifold", "kernel", "length", "log", "max", "min", "pow", "sin", "sqrt",
+    "tan",
+]

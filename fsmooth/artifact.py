@@ -1,0 +1,63 @@
+"""What the back end hands to the run-time loader: C source, cffi declarations and, per
+exported kernel, the interface the Python side needs to check arguments and call it.
+
+The C ABI of an exported kernel ``K`` (all integers are ``int64_t``):
+
+    int     K(void *restrict scratch, T *restrict out, <params>);
+    void    K_shape(int64_t *dims_out, <sizes>);       /* result dims, rank(result) of them */
+    int64_t K_scratch_bytes(<sizes>);                  /* exact peak arena bytes of one call */
+    int     K_check_sizes(<sizes>);                    /* 0, or 1 + index of the first failed constraint */
+
+``<params>``: per parameter in order, an array ``const T *restrict a, int64_t a_d0, ..., a_d{r-1}``
+or a scalar ``T x``; T is double/float/int64_t/bool.  ``out`` points at the result buffer (an
+array) or at one scalar.  ``<sizes>``: the kernel's size symbols in ``KernelInterface.sizes``
+order, each an ``int64_t``.  ``K`` returns one of ``STATUS`` (0 = ok); it never writes outside
+``out`` and ``scratch[0 : K_scratch_bytes(...)]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import Type
+
+STATUS = {
+    0: "ok",
+    1: "index out of range",
+    2: "integer division by zero",
+    3: "size constraint violated",
+}
+
+
+@dataclass(frozen=True)
+class SizeSource:
+    """Where a size symbol's value comes from at a call: dim ``dim`` of array parameter
+    ``param``, or (``dim`` is None) the value of the Card parameter ``param``."""
+
+    symbol: str
+    param: str
+    dim: int | None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    c_expr: str  # the C condition that must hold (over size symbols)
+    param: str  # the parameter named in the error
+    message: str  # human-readable, e.g. "b has length b_d0 but is read at indices up to a_d0 - 1"
+
+
+@dataclass(frozen=True)
+class KernelInterface:
+    name: str
+    params: tuple  # (name, Type)
+    result: Type
+    sizes: tuple  # SizeSource, in the order of the <sizes> arguments
+    constraints: tuple  # Constraint, in K_check_sizes numbering
+    scratch_formula: str  # sympy text of the scratch bytes, for display
+    result_dims: tuple  # sympy text of each result dim, for display
+
+
+@dataclass(frozen=True)
+class CArtifact:
+    source: str  # one self-contained C99 translation unit (#include "fsmooth_rt.h")
+    cdef: str  # the declarations of the exported functions, for cffi
+    interfaces: dict  # name -> KernelInterface

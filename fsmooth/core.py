@@ -1,0 +1,334 @@
+"""The F̃ core IR (DPS paper Fig. 1-2): typed expressions with source locations.
+
+Every node carries its type ``ty`` and the ``loc`` of the user's source it came from
+(``loc`` does not take part in equality).  ``show`` prints in the paper's notation;
+``interpret`` runs an expression with Python semantics, so that every pass can be
+checked against the reference.
+
+Forms:
+  x | literal | prim(op, args) | if c then a else b | let x = e1 in e2
+  | λ x̄. e | f(ē) (call of a named kernel) | e0 ē (application of a function value)
+  | build n f | ifold f z n | length a | a[i]
+``and``/``or`` are desugared to ``if`` by the front end (they short-circuit).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from . import prims
+from .errors import Loc
+from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, Type, element_scalar, rank
+
+
+class Expr:
+    ty: Type
+    loc: Loc | None
+
+    def __str__(self) -> str:
+        return show(self)
+
+
+def _loc():
+    return field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    name: str
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Lit(Expr):
+    value: object  # int | float | bool
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class PrimApp(Expr):
+    op: str  # a key of prims.PRIMS
+    args: tuple[Expr, ...]
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class If(Expr):
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Let(Expr):
+    name: str
+    rhs: Expr
+    body: Expr
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Lam(Expr):
+    params: tuple[tuple[str, Type], ...]
+    body: Expr
+    ty: Type  # FunT
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """Call of a named kernel of the program."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class App(Expr):
+    """Application of a function value (a lambda or a function-typed parameter)."""
+
+    fn: Expr
+    args: tuple[Expr, ...]
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Build(Expr):
+    size: Expr  # Card
+    fn: Expr  # Index ⇒ M
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Ifold(Expr):
+    fn: Expr  # M, Index ⇒ M
+    init: Expr
+    count: Expr  # Card
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Length(Expr):
+    arr: Expr
+    ty: Type = Card
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Get(Expr):
+    arr: Expr
+    idx: Expr  # Index or Card
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """A top-level function: ``name = λ params. body`` with annotated types."""
+
+    name: str
+    params: tuple[tuple[str, Type], ...]
+    result: Type
+    body: Expr
+    loc: Loc | None = field(default=None, compare=False)
+
+    @property
+    def ty(self) -> FunT:
+        return FunT(tuple(t for _, t in self.params), self.result)
+
+    @property
+    def is_helper(self) -> bool:
+        """Takes a function: inlined at each call, never exported."""
+        return any(isinstance(t, FunT) for _, t in self.params)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A kernel and everything it calls, by name."""
+
+    kernels: Mapping[str, KernelDef]
+    entry: str
+
+    @property
+    def main(self) -> KernelDef:
+        return self.kernels[self.entry]
+
+
+# ----------------------------------------------------------------------------- printing
+
+def show(e: Expr, indent: int = 0) -> str:
+    """The paper's notation: let x = e in e, λ x. e, build n (λ i. e), a[i], ..."""
+    pad = "  " * indent
+    match e:
+        case Var(name):
+            return name
+        case Lit(value, ty):
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            return repr(value)
+        case PrimApp(op, args):
+            p = prims.PRIMS[op]
+            if p.infix:
+                return f"({show(args[0], indent)} {p.symbol} {show(args[1], indent)})"
+            if op == "neg":
+                return f"-{show(args[0], indent)}"
+            return f"{p.symbol}({', '.join(show(a, indent) for a in args)})"
+        case If(c, a, b):
+            return (f"if {show(c, indent)} then\n{pad}  {show(a, indent + 1)}\n"
+                    f"{pad}else\n{pad}  {show(b, indent + 1)}")
+        case Let(name, rhs, body):
+            return f"let {name} = {show(rhs, indent + 1)} in\n{pad}{show(body, indent)}"
+        case Lam(params, body):
+            names = " ".join(n for n, _ in params)
+            return f"(λ {names}.\n{pad}  {show(body, indent + 1)})"
+        case Call(fn, args) | App(Var(fn), args):
+            return f"{fn} {' '.join(_atomic(a, indent) for a in args)}"
+        case App(fn, args):
+            return f"{_atomic(fn, indent)} {' '.join(_atomic(a, indent) for a in args)}"
+        case Build(size, fn):
+            return f"build {_atomic(size, indent)} {_atomic(fn, indent)}"
+        case Ifold(fn, init, count):
+            return f"ifold {_atomic(fn, indent)} {_atomic(init, indent)} {_atomic(count, indent)}"
+        case Length(arr):
+            return f"length {_atomic(arr, indent)}"
+        case Get(arr, idx):
+            return f"{_atomic(arr, indent)}[{show(idx, indent)}]"
+    raise AssertionError(e)
+
+
+def _atomic(e: Expr, indent: int) -> str:
+    s = show(e, indent)
+    if isinstance(e, (Var, Lit, Lam, Get)) or (isinstance(e, PrimApp) and prims.PRIMS[e.op].infix):
+        return s
+    return f"({s})"
+
+
+def show_kernel(k: KernelDef) -> str:
+    params = " ".join(n for n, _ in k.params)
+    return f"{k.name} = λ {params}.\n  {show(k.body, 1)}"
+
+
+def show_program(p: Program) -> str:
+    return "\n\n".join(show_kernel(k) for k in p.kernels.values())
+
+
+# ----------------------------------------------------------------------------- interpreter
+
+class Closure:
+    """A function value in the interpreter: a lambda with its environment."""
+
+    def __init__(self, params, body, env, program):
+        self.params, self.body, self.env, self.program = params, body, env, program
+
+    def __call__(self, *args):
+        env = dict(self.env)
+        env.update(zip((n for n, _ in self.params), args))
+        return interpret(self.body, env, self.program)
+
+
+def stack(values: list, elem_ty: Type):
+    """Assemble the elements of a ``build`` into one n-D numpy array."""
+    if isinstance(elem_ty, Scalar):
+        return np.array(values, dtype=NUMPY_DTYPE[elem_ty]).reshape(len(values))
+    if not values:
+        return np.zeros((0,) * (rank(elem_ty) + 1), dtype=NUMPY_DTYPE[element_scalar(elem_ty)])
+    return np.stack(values)
+
+
+def interpret(e: Expr, env: dict, program: Program | None = None):
+    """Evaluate ``e`` with Python semantics.  Arrays are n-D numpy arrays, scalars Python numbers."""
+    match e:
+        case Var(name):
+            return env[name]
+        case Lit(value):
+            return value
+        case PrimApp(op, args, ty):
+            return prims.evaluate(op, [interpret(a, env, program) for a in args], ty)
+        case If(c, a, b):
+            return interpret(a if interpret(c, env, program) else b, env, program)
+        case Let(name, rhs, body):
+            return interpret(body, {**env, name: interpret(rhs, env, program)}, program)
+        case Lam(params, body):
+            return Closure(params, body, env, program)
+        case Call(fn, args):
+            k = program.kernels[fn]
+            vals = [interpret(a, env, program) for a in args]
+            return interpret(k.body, dict(zip((n for n, _ in k.params), vals)), program)
+        case App(fn, args):
+            return interpret(fn, env, program)(*[interpret(a, env, program) for a in args])
+        case Build(size, fn, ArrayT(elem)):
+            n = interpret(size, env, program)
+            if n < 0:
+                raise ValueError(f"build of negative size {n}")
+            f = interpret(fn, env, program)
+            return stack([f(i) for i in range(n)], elem)
+        case Ifold(fn, init, count):
+            f = interpret(fn, env, program)
+            state = interpret(init, env, program)
+            for i in range(interpret(count, env, program)):
+                state = f(state, i)
+            return state
+        case Length(arr):
+            return int(interpret(arr, env, program).shape[0])
+        case Get(arr, idx):
+            a = interpret(arr, env, program)
+            i = interpret(idx, env, program)
+            if not 0 <= i < a.shape[0]:
+                raise IndexError(f"index {i} out of range for an array of length {a.shape[0]}")
+            v = a[i]
+            return v if isinstance(v, np.ndarray) else v.item()
+    raise AssertionError(f"cannot interpret {e!r}")
+
+
+def run_kernel(program: Program, name: str, args: list):
+    k = program.kernels[name]
+    return interpret(k.body, dict(zip((n for n, _ in k.params), args)), program)
+
+
+# ----------------------------------------------------------------------------- traversal helpers
+
+def free_vars(e: Expr) -> frozenset[str]:
+    match e:
+        case Var(name):
+            return frozenset([name])
+        case Lit():
+            return frozenset()
+        case PrimApp(_, args) | Call(_, args):
+            return frozenset().union(*(free_vars(a) for a in args))
+        case If(c, a, b):
+            return free_vars(c) | free_vars(a) | free_vars(b)
+        case Let(name, rhs, body):
+            return free_vars(rhs) | (free_vars(body) - {name})
+        case Lam(params, body):
+            return free_vars(body) - {n for n, _ in params}
+        case App(fn, args):
+            return free_vars(fn).union(*(free_vars(a) for a in args))
+        case Build(size, fn):
+            return free_vars(size) | free_vars(fn)
+        case Ifold(fn, init, count):
+            return free_vars(fn) | free_vars(init) | free_vars(count)
+        case Length(arr):
+            return free_vars(arr)
+        case Get(arr, idx):
+            return free_vars(arr) | free_vars(idx)
+    raise AssertionError(e)
+
+
+def is_atom(e: Expr) -> bool:
+    return isinstance(e, (Var, Lit))
+
+
+INDEX_TYPES = (Index, Card)

@@ -1,0 +1,64 @@
+"""``@fsmooth.kernel``: a Python function that is also an F̃ program."""
+from __future__ import annotations
+
+import contextvars
+import functools
+
+_in_reference = contextvars.ContextVar("fsmooth_in_reference", default=False)
+
+
+class Kernel:
+    """A decorated function.  Calling it runs the compiled C; ``reference`` runs it as Python."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = fn.__name__
+        self._program = None
+        self._executable = None
+
+    def __repr__(self) -> str:
+        return f"<fsmooth kernel {self.name}>"
+
+    # -- reference semantics
+    def reference(self, *args):
+        """Run the Python function itself, with the built-ins' Python implementations."""
+        token = _in_reference.set(True)
+        try:
+            return self.fn(*args)
+        finally:
+            _in_reference.reset(token)
+
+    # -- compiled
+    def program(self):
+        """The typed F̃ core program of this kernel and everything it calls."""
+        if self._program is None:
+            from .frontend import parse_program
+
+            self._program = parse_program(self)
+        return self._program
+
+    def executable(self):
+        if self._executable is None:
+            from .driver import build_executable
+
+            self._executable = build_executable(self)
+        return self._executable
+
+    def __call__(self, *args):
+        if _in_reference.get():
+            return self.fn(*args)
+        return self.executable().call(*args)
+
+    def c_source(self) -> str:
+        from .driver import compile_to_c
+
+        return compile_to_c(self.program()).source
+
+    def scratch_bytes(self, *args) -> int:
+        return self.executable().scratch_bytes(*args)
+
+
+def kernel(fn) -> Kernel:
+    """Mark ``fn`` as an F̃ kernel (DESIGN.md, "The language")."""
+    return Kernel(fn)

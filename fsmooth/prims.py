@@ -1,0 +1,128 @@
+"""The scalar primitives of F̃: one table entry per primitive.
+
+Each entry gives the arity, how it is printed, how it is evaluated (by every IR's
+interpreter, with Python semantics) and how it is written in C.  A new scalar
+primitive is one entry here plus, if the front end should accept a new spelling,
+its name in ``PYTHON_NAMES``.
+
+Typing (after the front end has inserted explicit casts) is:
+- arithmetic ``add sub mul``: operands of one numeric type, result that type;
+- ``div``: floating operands, result that type (int operands are cast to Double first);
+- ``floordiv mod``: one numeric type, result that type (Python floor semantics);
+- comparisons: operands of one type, result Bool; ``not``: Bool → Bool;
+- ``sqrt exp log sin cos tan floor pow``: floating → same floating type;
+- ``abs min max``: one numeric type → that type;
+- ``to_Double to_Float to_Index``: casts (the front end inserts them for promotion).
+
+In ANF and later IRs the operands of a primitive are atoms.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .types import Bool, Double, Float, Index, Scalar
+
+
+def _py_floordiv(a, b):
+    if b == 0:
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return a // b
+
+
+def _py_mod(a, b):
+    if b == 0:
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return a % b
+
+
+def _py_div(a, b):
+    if b == 0:
+        # C (IEEE) semantics: the compiled code gives ±inf/nan; the interpreters agree.
+        if a == 0 or a != a:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+@dataclass(frozen=True)
+class Prim:
+    name: str
+    arity: int
+    symbol: str  # infix symbol ('+') or function name ('sqrt') for printing
+    infix: bool
+    impl: Callable
+    # C: a format string over the operand C expressions {0}, {1}; '{t}' is the C scalar type
+    # suffix chosen by the code generator ('f64', 'f32', 'i64', 'bool').
+    c: str
+
+
+PRIMS: dict[str, Prim] = {
+    p.name: p
+    for p in [
+        Prim("add", 2, "+", True, lambda a, b: a + b, "({0} + {1})"),
+        Prim("sub", 2, "-", True, lambda a, b: a - b, "({0} - {1})"),
+        Prim("mul", 2, "*", True, lambda a, b: a * b, "({0} * {1})"),
+        Prim("div", 2, "/", True, _py_div, "({0} / {1})"),
+        Prim("floordiv", 2, "//", True, _py_floordiv, "fs_floordiv_{t}({0}, {1})"),
+        Prim("mod", 2, "%", True, _py_mod, "fs_mod_{t}({0}, {1})"),
+        Prim("neg", 1, "-", False, lambda a: -a, "(-{0})"),
+        Prim("lt", 2, "<", True, lambda a, b: a < b, "({0} < {1})"),
+        Prim("le", 2, "<=", True, lambda a, b: a <= b, "({0} <= {1})"),
+        Prim("gt", 2, ">", True, lambda a, b: a > b, "({0} > {1})"),
+        Prim("ge", 2, ">=", True, lambda a, b: a >= b, "({0} >= {1})"),
+        Prim("eq", 2, "==", True, lambda a, b: a == b, "({0} == {1})"),
+        Prim("ne", 2, "!=", True, lambda a, b: a != b, "({0} != {1})"),
+        Prim("not", 1, "not", False, lambda a: not a, "(!{0})"),
+        Prim("sqrt", 1, "sqrt", False, math.sqrt, "fs_sqrt_{t}({0})"),
+        Prim("exp", 1, "exp", False, math.exp, "fs_exp_{t}({0})"),
+        Prim("log", 1, "log", False, math.log, "fs_log_{t}({0})"),
+        Prim("sin", 1, "sin", False, math.sin, "fs_sin_{t}({0})"),
+        Prim("cos", 1, "cos", False, math.cos, "fs_cos_{t}({0})"),
+        Prim("tan", 1, "tan", False, math.tan, "fs_tan_{t}({0})"),
+        Prim("floor", 1, "floor", False, lambda a: float(math.floor(a)), "fs_floor_{t}({0})"),
+        Prim("pow", 2, "pow", False, lambda a, b: math.pow(a, b), "fs_pow_{t}({0}, {1})"),
+        Prim("abs", 1, "abs", False, abs, "fs_abs_{t}({0})"),
+        Prim("min", 2, "min", False, min, "fs_min_{t}({0}, {1})"),
+        Prim("max", 2, "max", False, max, "fs_max_{t}({0}, {1})"),
+        Prim("to_Double", 1, "double", False, float, "((double)({0}))"),
+        Prim("to_Float", 1, "float", False, float, "((float)({0}))"),
+        Prim("to_Index", 1, "index", False, int, "((int64_t)({0}))"),
+    ]
+}
+
+ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod")
+COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+FLOAT_FUNCTIONS = ("sqrt", "exp", "log", "sin", "cos", "tan", "floor")
+CASTS = {Double: "to_Double", Float: "to_Float", Index: "to_Index"}
+
+# Names a kernel may call as built-in scalar functions: fs.sqrt, math.sqrt, abs, min, max, ...
+PYTHON_NAMES = {
+    "sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
+    "floor": "floor", "pow": "pow", "abs": "abs", "fabs": "abs", "min": "min", "max": "max",
+}
+
+C_SUFFIX = {"Double": "f64", "Float": "f32", "Index": "i64", "Card": "i64", "Bool": "bool"}
+
+
+def c_suffix(t: Scalar) -> str:
+    return C_SUFFIX[t.name]
+
+
+def evaluate(name: str, args: list, result_type: Scalar):
+    """Evaluate a primitive with Python semantics, rounding to the result's precision."""
+    value = PRIMS[name].impl(*args)
+    return coerce(value, result_type)
+
+
+def coerce(value, t: Scalar):
+    import numpy as np
+
+    if t == Float:
+        return float(np.float32(value))
+    if t == Double:
+        return float(value)
+    if t == Bool:
+        return bool(value)
+    return int(value)
