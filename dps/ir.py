@@ -157,6 +157,9 @@ class Alloc(Term):
     # region's place static (the sum of the sizes of the regions live around it, each rounded
     # up to ALIGN), so the generated code never bumps a pointer at run time.
     offset: sympy.Expr = sympy.Integer(0)
+    # The dims of the value the region holds (() for a scalar: the empty allocation of Fig. 9);
+    # None where unknown.  Printed as ``bytes x_shp``.
+    dims: Dims | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ class Ifold(Term):
     count: sympy.Expr | Atom
     ty: Type
     buffers: tuple[str, str] | None = None
+    dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,9 @@ class Call(Term):
     args: tuple  # atoms
     ty: Type
     scratch_offset: sympy.Expr = sympy.Integer(0)  # the callee's scratch base, in bytes
+    # True: the callee's size constraints are not implied by the caller's (the call is under a
+    # branch, or its sizes depend on data): the generated code checks them before the call.
+    check_sizes: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,46 @@ import math
 import numpy as np
 
 
+class CheckedArray(np.ndarray):
+    """An array of a reference run: an integer index outside ``0 .. n-1`` raises IndexError.
+
+    numpy would wrap a negative index around; F̃ (and the compiled code) reject it.
+    """
+
+    def __getitem__(self, key):
+        for axis, k in enumerate(key if isinstance(key, tuple) else (key,)):
+            if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) \
+                    and axis < self.ndim and not 0 <= k < self.shape[axis]:
+                raise IndexError(f"index {k} out of range for an array of length {self.shape[axis]}")
+        return super().__getitem__(key)
+
+
+def checked(value):
+    """``value`` with bounds-checked indexing where it is an array."""
+    if isinstance(value, np.ndarray) and not isinstance(value, CheckedArray):
+        return value.view(CheckedArray)
+    return value
+
+
+def plain(value):
+    """A reference result as a caller sees it: a plain ndarray or a Python scalar."""
+    if isinstance(value, np.ndarray):
+        return np.asarray(value).view(np.ndarray)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def build(n, f):
     """``build(n, f)``: the array ``[f(0), ..., f(n-1)]``."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"build needs a Card size, not {type(n).__name__}")
     if n < 0:
         raise ValueError(f"build of negative size {n}")
     values = [f(i) for i in range(int(n))]
     if values and isinstance(values[0], np.ndarray):
-        return np.stack(values)
-    return np.array(values)
+        return checked(np.stack([np.asarray(v) for v in values]))
+    return checked(np.array(values))
 
 
 def ifold(f, init, n):

@@ -22,12 +22,23 @@ class Kernel:
 
     # -- reference semantics
     def reference(self, *args):
-        """Run the Python function itself, with the built-ins' Python implementations."""
+        """Run the Python function itself, with the built-ins' Python implementations.
+
+        Arrays are indexed with bounds checks (a negative index is an IndexError, as in the
+        compiled code, not numpy's wrap-around); kernels called inside run as reference too.
+        """
+        from .builtins import plain
+
         token = _in_reference.set(True)
         try:
-            return self.fn(*args)
+            return plain(self._run_reference(args))
         finally:
             _in_reference.reset(token)
+
+    def _run_reference(self, args):
+        from .builtins import checked
+
+        return self.fn(*(checked(a) for a in args))
 
     # -- compiled
     def program(self):
@@ -47,7 +58,7 @@ class Kernel:
 
     def __call__(self, *args):
         if _in_reference.get():
-            return self.fn(*args)
+            return self._run_reference(args)
         return self.executable().call(*args)
 
     def c_source(self) -> str:

@@ -1,0 +1,265 @@
+"""DPS-F̃ terms as functional DPIA phrases.
+
+A DPS term in result position writes the destination its context gives it, so its own
+destination refs are dropped here: the acceptor-passing translation hands the same location
+down as an acceptor (the kernel's ``out``, ``idxAcc out i`` inside a build, the other buffer of
+a double-buffered ifold).  Only where a value is stored and then read (an array ``let``) is the
+DPS destination kept, as the acceptor of a ``Bind``.  Array variables, regions and ``Offset``
+refs become identifiers and ``Shift``s over their buffers; ``a[i]`` becomes ``Idx``.
+
+A scalar ``let`` of a pure, unchecked expression that is used once, and not inside a loop that
+the binding is outside of, is β-reduced (DPIA's βη reasoning), so ``build n (λ i. a[i] + b[i])``
+reads as in the paper instead of through one variable per ANF temporary.
+"""
+from __future__ import annotations
+
+import sympy
+
+from dps import ir as d
+from fsmooth.core import Lit, Var
+from fsmooth.types import ArrayT, Card, Scalar, element_scalar
+
+from . import phrases as p
+
+
+def functional_body(kernel: d.Kernel) -> tuple[p.Phrase, p.Data, dict]:
+    """The kernel's body as a functional phrase, its result's data type, and the parameters'
+    identifiers."""
+    params = {}
+    for name, ty, dims in kernel.params:
+        data = p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
+        params[name] = p.Ident(name, p.ExpT(data))
+    result = _data(kernel.result, kernel.result_dims)
+    env = _Env(dict(params), {kernel.dest: p.Ident(kernel.dest, p.AccT(result))}, {})
+    return _phrase(kernel.body, result, env), result, params
+
+
+def _data(ty, dims) -> p.Data:
+    return p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
+
+
+class _Env:
+    """Phrases of the variables in scope, acceptors of the regions, and for each array-state
+    ifold the acceptor its iteration writes."""
+
+    def __init__(self, values: dict, regions: dict, state_dests: dict):
+        self.values, self.regions, self.state_dests = values, regions, state_dests
+
+    def bind(self, name: str, phrase: p.Phrase) -> _Env:
+        return _Env({**self.values, name: phrase}, self.regions, self.state_dests)
+
+    def region(self, name: str, acc: p.Phrase) -> _Env:
+        return _Env(self.values, {**self.regions, name: acc}, self.state_dests)
+
+    def state_dest(self, state: str, acc: p.Phrase) -> _Env:
+        return _Env(self.values, self.regions, {**self.state_dests, state: acc})
+
+
+def _atom(a, env: _Env) -> p.Phrase:
+    match a:
+        case Var(name):
+            return env.values[name]
+        case Lit(value, ty):
+            return p.Literal(value, p.Num(ty))
+    raise AssertionError(a)
+
+
+def _ref(r: d.Ref, data: p.Data, env: _Env) -> p.Phrase:
+    match r:
+        case d.RVar(name):
+            return _retype(env.regions[name], data)
+        case d.Offset(base, elems):
+            return p.Shift(_ref(base, data, env), sympy.sympify(elems), data)
+        case d.StateDest(state):
+            return _retype(env.state_dests[state], data)
+    raise AssertionError(f"no storage behind {r!r}")
+
+
+def _retype(phrase: p.Phrase, data: p.Data) -> p.Phrase:
+    if p.data_of(phrase) == data:
+        return phrase
+    return p.Shift(phrase, sympy.Integer(0), data)
+
+
+def as_exp(acc: p.Phrase) -> p.Phrase:
+    """The expression that reads what was written through ``acc`` (the exp half of its var)."""
+    match acc:
+        case p.Ident(name, p.AccT(data)):
+            return p.Ident(name, p.ExpT(data))
+        case p.Shift(base, offset, data):
+            return p.Shift(as_exp(base), offset, data)
+        case p.Idx(arr, index, elem, length, checked):
+            return p.Idx(as_exp(arr), index, elem, length, checked)
+    raise AssertionError(acc)
+
+
+def _storage(t: d.Term) -> d.Ref:
+    """The ref an array-valued term writes its result to."""
+    match t:
+        case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest):
+            return dest
+        case d.If(_, then):
+            return _storage(then)
+        case d.Let(body=body) | d.Alloc(body=body):
+            return _storage(body)
+    raise AssertionError(f"array value without storage: {t!r}")
+
+
+def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
+    match t:
+        case d.Atom_(a):
+            return _atom(a, env)
+        case d.Prim(op, args, ty):
+            divisor_known = op in ("floordiv", "mod") and _nonzero_literal(args[1])
+            return p.ScalarOp(op, tuple(_atom(a, env) for a in args), p.Num(ty), divisor_known)
+        case d.Get(arr, idx, ty, checked):
+            array = _atom(arr, env)
+            arr_data = p.data_of(array)
+            assert isinstance(arr_data, p.Arr), arr_data
+            return p.Idx(array, _atom(idx, env), arr_data.elem, arr_data.size, checked)
+        case d.CardOf(value):
+            return p.NatExp(sympy.sympify(value), p.Num(Card))
+        case d.Let(name, rhs, body, ty, dims):
+            return _let(name, rhs, body, _data(ty, dims), data, env)
+        case d.If(cond, then, orelse):
+            return p.Cond(_atom(cond, env), _phrase(then, data, env), _phrase(orelse, data, env), data)
+        case d.Alloc(region, elem, count, body, offset):
+            flat = p.Arr(sympy.sympify(count), p.Num(elem))
+            inner = env.region(region, p.Ident(region, p.AccT(flat)))
+            return p.Alloc(region, flat, sympy.sympify(offset), _phrase(body, data, inner))
+        case d.Build(_, size, index, body):
+            assert isinstance(data, p.Arr), data
+            size = sympy.sympify(size)
+            inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(size))))
+            return p.Build(size, index, _phrase(body, data.elem, inner), data.elem)
+        case d.Ifold(_, state, index, body, init, count, _, buffers):
+            return _ifold(state, index, body, init, count, buffers, data, env)
+        case d.Copy(_, src, count, elem):
+            return _retype(_atom(src, env), p.Arr(sympy.sympify(count), p.Num(elem)))
+        case d.Call(fn, _, args, _, scratch_offset, check_sizes):
+            return p.CallExp(fn, tuple(_atom(a, env) for a in args), data, sympy.sympify(scratch_offset),
+                             check_sizes)
+    raise AssertionError(f"unexpected DPS term {t!r}")
+
+
+def _let(name: str, rhs: d.Term, body: d.Term, rhs_data: p.Data, data: p.Data, env: _Env) -> p.Phrase:
+    if isinstance(rhs_data, p.Num):
+        value = _phrase(rhs, rhs_data, env)
+        if _inlinable(rhs) and _inline_safe(body, name):
+            return _phrase(body, data, env.bind(name, value))
+        inner = env.bind(name, p.Ident(name, p.ExpT(rhs_data)))
+        return p.Let(name, value, _phrase(body, data, inner), rhs_data)
+    if isinstance(rhs, (d.Atom_, d.Get)):  # a view: no storage of its own
+        return _phrase(body, data, env.bind(name, _phrase(rhs, rhs_data, env)))
+    into = _ref(_storage(rhs), rhs_data, env)
+    value = _phrase(rhs, rhs_data, env)
+    return p.Bind(name, value, into, _phrase(body, data, env.bind(name, as_exp(into))), rhs_data)
+
+
+def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) -> p.Phrase:
+    if isinstance(count, (Var, Lit)):
+        count_phrase = _atom(count, env)
+        bound = _symbolic(count_phrase)
+    else:
+        bound = sympy.sympify(count)
+        count_phrase = p.NatExp(bound, p.Num(Card))
+    inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(bound))))
+    inner = inner.bind(state, p.Ident(state, p.ExpT(data)))
+    if buffers is None:
+        return p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)
+    b0, b1 = (_retype(env.regions[b], data) for b in buffers)
+    inner = inner.state_dest(state, p.Ident(write_buffer(state), p.AccT(data)))
+    return p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data,
+                   (b0, b1))
+
+
+def write_buffer(state: str) -> str:
+    """The name of the acceptor an array-state ifold's iteration writes (the buffer not read)."""
+    return f"{state}_next"
+
+
+def _symbolic(phrase: p.Phrase) -> sympy.Expr:
+    match phrase:
+        case p.Literal(value):
+            return sympy.Integer(value)
+        case p.Ident(name):
+            return sympy.Symbol(name, integer=True)
+        case p.NatExp(value):
+            return value
+    raise AssertionError(phrase)
+
+
+def _nonzero_literal(a) -> bool:
+    return isinstance(a, Lit) and a.value != 0
+
+
+def _inlinable(t: d.Term) -> bool:
+    """Pure, cannot fail, cheap: evaluating it where it is used instead changes nothing."""
+    match t:
+        case d.Atom_() | d.CardOf():
+            return True
+        case d.Get(_, _, ty, checked):
+            return isinstance(ty, Scalar) and not checked
+        case d.Prim(op, args):
+            return op not in ("floordiv", "mod") or _nonzero_literal(args[1])
+    return False
+
+
+def _inline_safe(body: d.Term, name: str) -> bool:
+    """``name`` is used at most once in ``body``, not under a loop, and before anything in
+    ``body`` writes memory (a region may be reused once the array read from it is dead)."""
+    events = _events(body, name)
+    if events.count("use") > 1 or "use in loop" in events:
+        return False
+    return "use" not in events or "write" not in events[:events.index("use")]
+
+
+def _events(t: d.Term, name: str) -> list:
+    """Uses of ``name`` and writes to memory in ``t``, in evaluation order."""
+    match t:
+        case d.Atom_(a):
+            return _atom_uses(a, name)
+        case d.Prim(_, args):
+            return [e for a in args for e in _atom_uses(a, name)]
+        case d.Call(_, dest, args):
+            return [e for a in args for e in _atom_uses(a, name)] + _ref_uses(dest, name) + ["write"]
+        case d.Get(arr, idx):
+            return _atom_uses(arr, name) + _atom_uses(idx, name)
+        case d.CardOf(value):
+            return _sym_uses(value, name)
+        case d.Let(_, rhs, body):
+            return _events(rhs, name) + _events(body, name)
+        case d.If(cond, then, orelse):
+            return _atom_uses(cond, name) + _events(then, name) + _events(orelse, name)
+        case d.Alloc(_, _, count, body, offset):
+            return _sym_uses(count, name) + _sym_uses(offset, name) + _events(body, name)
+        case d.Build(dest, size, _, body):
+            return (_ref_uses(dest, name) + _sym_uses(size, name) + ["write"]
+                    + _in_loop(_events(body, name)))
+        case d.Ifold(dest, _, _, body, init, count):
+            counted = _atom_uses(count, name) if isinstance(count, (Var, Lit)) else _sym_uses(count, name)
+            return (_ref_uses(dest, name) + counted + _events(init, name) + ["write"]
+                    + _in_loop(_events(body, name)))
+        case d.Copy(dest, src, count):
+            return _ref_uses(dest, name) + _atom_uses(src, name) + _sym_uses(count, name) + ["write"]
+    raise AssertionError(t)
+
+
+def _in_loop(events: list) -> list:
+    return ["use in loop" if e != "write" else e for e in events]
+
+
+def _atom_uses(a, name: str) -> list:
+    return ["use"] if isinstance(a, Var) and a.name == name else []
+
+
+def _sym_uses(e, name: str) -> list:
+    """A size expression is evaluated wherever it is printed: the variable must stay."""
+    return ["use in loop"] if any(s.name == name for s in sympy.sympify(e).free_symbols) else []
+
+
+def _ref_uses(r: d.Ref, name: str) -> list:
+    match r:
+        case d.Offset(base, elems):
+            return _ref_uses(base, name) + _sym_uses(elems, name)
+    return []

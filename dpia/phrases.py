@@ -1,0 +1,475 @@
+"""DPIA phrases (DPIA paper Fig. 1, 4): data types with symbolic sizes, phrase types, the
+functional primitives fsmooth needs and the imperative commands they translate to.
+
+Data types δ:   num (one per F̃ scalar: double, float, index, card, bool) | n.δ (arrays; n a sympy
+                expression over size symbols and integer variables) | idx(n) (loop indices).
+Phrase types θ: exp[δ] | acc[δ] | comm.  A variable var[δ] = acc[δ] × exp[δ] is one identifier used
+                in both roles (the paper's v.1/v.2 resolve to the same C variable, Fig. 6a).
+
+Every array lives in one flat row-major buffer, so the index paths of Fig. 6 are kept flattened:
+the path [i, j] under n.m.num is the element offset i·m + j (``elements``).
+
+Functional phrases (exp[δ]):
+  Ident x | Literal | NatExp n (a size used as a value) | ScalarOp(op, args)
+  | Idx(E, i) (E[i]; ``checked``: i is tested against the length at run time)
+  | Shift(V, k) (the data starting k scalars into V: DPS ``Offset``; an exp or an acc)
+  | Build(n, λ i. E) (mapI: element i is E) | Ifold(n, λ s i. E, init) | Cond(c, E1, E2)
+  | Let(x, E1, E2) (scalar let) | Bind(x, E1, A, E2) (E1 written through A, then read as x)
+  | Alloc(r, n.num @ offset, E) (a region of the arena, DPS ``alloc``) | CallExp(f, args)
+Imperative commands (comm):
+  Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
+  the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
+  | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
+  iteration i reads s, writes o, then the two buffers swap; Q reads the final state)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from fsmooth import prims
+from fsmooth.types import Scalar
+
+# ----------------------------------------------------------------------------- data types
+
+
+class Data:
+    pass
+
+
+@dataclass(frozen=True)
+class Num(Data):
+    scalar: Scalar
+
+
+@dataclass(frozen=True)
+class Arr(Data):
+    size: sympy.Expr
+    elem: Data
+
+
+@dataclass(frozen=True)
+class IdxT(Data):
+    size: sympy.Expr
+
+
+def elements(d: Data) -> sympy.Expr:
+    """Number of scalars in one value of ``d``."""
+    match d:
+        case Arr(size, elem):
+            return size * elements(elem)
+        case _:
+            return sympy.Integer(1)
+
+
+def scalar_of(d: Data) -> Scalar:
+    match d:
+        case Num(s):
+            return s
+        case Arr(_, elem):
+            return scalar_of(elem)
+    raise AssertionError(d)
+
+
+def dims_of(d: Data) -> tuple:
+    match d:
+        case Arr(size, elem):
+            return (size,) + dims_of(elem)
+        case _:
+            return ()
+
+
+def array_data(scalar: Scalar, dims) -> Data:
+    d: Data = Num(scalar)
+    for n in reversed(tuple(dims)):
+        d = Arr(sympy.sympify(n), d)
+    return d
+
+
+def show_data(d: Data) -> str:
+    match d:
+        case Num(s):
+            return s.name.lower()
+        case Arr(size, elem):
+            return f"{_show_size(size)}.{show_data(elem)}"
+        case IdxT(size):
+            return f"idx({size})"
+    raise AssertionError(d)
+
+
+def _show_size(n) -> str:
+    s = str(n)
+    return s if isinstance(n, (sympy.Symbol, sympy.Integer)) else f"({s})"
+
+
+# ----------------------------------------------------------------------------- phrase types
+
+
+class PhraseType:
+    pass
+
+
+@dataclass(frozen=True)
+class ExpT(PhraseType):
+    data: Data
+
+
+@dataclass(frozen=True)
+class AccT(PhraseType):
+    data: Data
+
+
+@dataclass(frozen=True)
+class CommT(PhraseType):
+    pass
+
+
+def show_type(t: PhraseType) -> str:
+    match t:
+        case ExpT(d):
+            return f"exp[{show_data(d)}]"
+        case AccT(d):
+            return f"acc[{show_data(d)}]"
+        case CommT():
+            return "comm"
+    raise AssertionError(t)
+
+
+# ----------------------------------------------------------------------------- functional phrases
+
+
+class Phrase:
+    def __str__(self) -> str:
+        return show(self)
+
+
+@dataclass(frozen=True)
+class Ident(Phrase):
+    name: str
+    type: PhraseType
+
+
+@dataclass(frozen=True)
+class Literal(Phrase):
+    value: object
+    data: Num
+
+
+@dataclass(frozen=True)
+class NatExp(Phrase):
+    value: sympy.Expr
+    data: Num
+
+
+@dataclass(frozen=True)
+class ScalarOp(Phrase):
+    op: str  # a key of fsmooth.prims.PRIMS
+    args: tuple
+    data: Num
+    nonzero_divisor: bool = False  # // or %: the divisor is known not to be zero
+
+
+@dataclass(frozen=True)
+class Idx(Phrase):
+    arr: Phrase  # exp[n.δ] or acc[n.δ]
+    index: Phrase  # exp[idx(n)] or an integer expression
+    elem: Data
+    length: sympy.Expr
+    checked: bool = False
+
+
+@dataclass(frozen=True)
+class Shift(Phrase):
+    base: Phrase  # an exp or acc over a flat buffer
+    offset: sympy.Expr  # in scalars
+    data: Data
+
+
+@dataclass(frozen=True)
+class Build(Phrase):
+    size: sympy.Expr
+    index: str
+    body: Phrase
+    elem: Data
+
+
+@dataclass(frozen=True)
+class Ifold(Phrase):
+    count: Phrase  # exp[num] (a NatExp or an integer variable)
+    state: str
+    index: str
+    body: Phrase
+    init: Phrase
+    data: Data
+    buffers: tuple | None = None  # (b0, b1): Ident phrases of two regions, for array states
+
+
+@dataclass(frozen=True)
+class Cond(Phrase):
+    cond: Phrase
+    then: Phrase
+    orelse: Phrase
+    data: Data
+
+
+@dataclass(frozen=True)
+class Let(Phrase):
+    name: str
+    rhs: Phrase
+    body: Phrase
+    data: Data  # of rhs
+
+
+@dataclass(frozen=True)
+class Bind(Phrase):
+    name: str
+    rhs: Phrase
+    into: Phrase  # acc[δ] where rhs is stored
+    body: Phrase
+    data: Data  # of rhs
+
+
+@dataclass(frozen=True)
+class Alloc(Phrase):
+    region: str
+    data: Data  # count.num
+    offset: sympy.Expr  # bytes from the kernel's scratch base
+    body: Phrase
+
+
+@dataclass(frozen=True)
+class CallExp(Phrase):
+    fn: str
+    args: tuple
+    data: Data
+    scratch_offset: sympy.Expr
+    check_sizes: bool = False  # the callee's size constraints are not implied by the caller's
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class Skip(Phrase):
+    pass
+
+
+@dataclass(frozen=True)
+class Seq(Phrase):
+    cmds: tuple
+
+
+@dataclass(frozen=True)
+class Assign(Phrase):
+    acc: Phrase
+    exp: Phrase
+
+
+@dataclass(frozen=True)
+class New(Phrase):
+    name: str
+    data: Data
+    body: Phrase
+    arena_offset: sympy.Expr | None = None  # None: a C local; else bytes from the scratch base
+
+
+@dataclass(frozen=True)
+class For(Phrase):
+    count: Phrase
+    index: str
+    body: Phrase
+
+
+@dataclass(frozen=True)
+class ParFor(Phrase):
+    size: sympy.Expr
+    acc: Phrase  # acc[n.δ]
+    index: str
+    out: str  # bound to idxAcc acc index : acc[δ]
+    elem: Data
+    body: Phrase
+
+
+@dataclass(frozen=True)
+class IfCmd(Phrase):
+    cond: Phrase
+    then: Phrase
+    orelse: Phrase
+
+
+@dataclass(frozen=True)
+class CallCmd(Phrase):
+    fn: str
+    out: Phrase  # acc[δ]
+    args: tuple  # exp phrases
+    data: Data
+    scratch_offset: sympy.Expr
+    check_sizes: bool = False
+
+
+@dataclass(frozen=True)
+class DoubleBuffer(Phrase):
+    count: Phrase
+    first: Phrase  # acc/exp of region b0 (holds the initial state)
+    second: Phrase  # region b1
+    index: str
+    state: str  # exp[δ]: the buffer read in this iteration
+    out: str  # acc[δ]: the other buffer
+    data: Data
+    body: Phrase
+    after: Phrase  # a command in which ``state`` is the final state
+
+
+def seq(*cmds: Phrase) -> Phrase:
+    flat: list = []
+    for c in cmds:
+        match c:
+            case Skip():
+                pass
+            case Seq(inner):
+                flat.extend(inner)
+            case _:
+                flat.append(c)
+    if not flat:
+        return Skip()
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+# ----------------------------------------------------------------------------- printer
+
+
+def show(p: Phrase, indent: int = 0) -> str:
+    """The paper's notation: ``parfor n out (λ i o. o := a[i] + b[i])``."""
+    pad = "  " * indent
+    nl = "\n" + pad + "  "
+    match p:
+        case Ident(name):
+            return name
+        case Literal(value):
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            return repr(value)
+        case NatExp(value):
+            return str(value)
+        case ScalarOp(op, args):
+            prim = prims.PRIMS[op]
+            if prim.infix:
+                return f"{_atomic(args[0], indent)} {prim.symbol} {_atomic(args[1], indent)}"
+            if op == "neg":
+                return f"-{_atomic(args[0], indent)}"
+            return f"{prim.symbol}({', '.join(show(a, indent) for a in args)})"
+        case Idx(arr, index, _, _, checked):
+            return f"{_atomic(arr, indent)}[{show(index, indent)}]{'!' if checked else ''}"
+        case Shift(base, offset):
+            return f"{_atomic(base, indent)}+{_show_size(offset)}"
+        case Build(size, index, body):
+            return f"build {_show_size(size)} (λ {index}.{nl}{show(body, indent + 1)})"
+        case Ifold(count, state, index, body, init):
+            return (f"ifold (λ {state} {index}.{nl}{show(body, indent + 1)}) "
+                    f"{_atomic(init, indent)} {_atomic(count, indent)}")
+        case Cond(c, a, b):
+            return (f"if {show(c, indent)} then{nl}{show(a, indent + 1)}\n{pad}"
+                    f"else{nl}{show(b, indent + 1)}")
+        case Let(name, rhs, body):
+            return f"let {name} = {show(rhs, indent + 1)} in\n{pad}{show(body, indent)}"
+        case Bind(name, rhs, into, body):
+            return (f"let {name} = ({show(rhs, indent + 1)}) ▷ {show(into, indent)} in\n{pad}"
+                    f"{show(body, indent)}")
+        case Alloc(region, data, offset, body):
+            return (f"alloc {show_data(data)} @{_show_size(offset)} (λ {region}.{nl}"
+                    f"{show(body, indent + 1)})")
+        case CallExp(fn, args, _, _, check_sizes):
+            return f"{fn}{'!' if check_sizes else ''}({', '.join(show(a, indent) for a in args)})"
+        case Skip():
+            return "skip"
+        case Seq(cmds):
+            return (";\n" + pad).join(show(c, indent) for c in cmds)
+        case Assign(acc, exp):
+            return f"{show(acc, indent)} := {show(exp, indent)}"
+        case New(name, data, body, arena_offset):
+            where = "" if arena_offset is None else f" @{_show_size(arena_offset)}"
+            return f"new {show_data(data)}{where} (λ {name}.{nl}{show(body, indent + 1)})"
+        case For(count, index, body):
+            return f"for {_atomic(count, indent)} (λ {index}.{nl}{show(body, indent + 1)})"
+        case ParFor(size, acc, index, out, _, body):
+            inner = show(body, indent + 1)
+            sep = " " if "\n" not in inner else nl
+            return f"parfor {_show_size(size)} {_atomic(acc, indent)} (λ {index} {out}.{sep}{inner})"
+        case IfCmd(c, a, b):
+            return (f"if {show(c, indent)} then{nl}{show(a, indent + 1)}\n{pad}"
+                    f"else{nl}{show(b, indent + 1)}")
+        case CallCmd(fn, out, args, _, _, check_sizes):
+            return f"{fn}{'!' if check_sizes else ''}({', '.join(show(a, indent) for a in (out,) + tuple(args))})"
+        case DoubleBuffer(count, first, second, index, state, out, _, body, after):
+            return (f"newDoubleBuffer {show(first, indent)} {show(second, indent)} (λ {state} {out}."
+                    f"{nl}for {_atomic(count, indent)} (λ {index}.{nl}  {show(body, indent + 2)};"
+                    f"{nl}  swap);{nl}{show(after, indent + 1)})")
+    raise AssertionError(p)
+
+
+def _atomic(p: Phrase, indent: int) -> str:
+    s = show(p, indent)
+    if isinstance(p, (Ident, Literal, Idx)) or (isinstance(p, NatExp) and p.value.is_Atom):
+        return s
+    if isinstance(p, ScalarOp) and not prims.PRIMS[p.op].infix and p.op != "neg":
+        return s
+    return f"({s})"
+
+
+def data_of(p: Phrase) -> Data:
+    """The data type δ of an exp[δ] or acc[δ] phrase."""
+    match p:
+        case Ident(_, ExpT(data) | AccT(data)):
+            return data
+        case Literal(data=data) | NatExp(data=data) | ScalarOp(data=data) | Shift(data=data):
+            return data
+        case Ifold(data=data) | Cond(data=data) | CallExp(data=data):
+            return data
+        case Idx(elem=elem):
+            return elem
+        case Build(size, _, _, elem):
+            return Arr(size, elem)
+        case Let(body=body) | Bind(body=body) | Alloc(body=body):
+            return data_of(body)
+    raise AssertionError(p)
+
+
+# ----------------------------------------------------------------------------- programs
+
+
+@dataclass(frozen=True)
+class ImperativeKernel:
+    """One DPS kernel after accT/conT, with what code generation needs from the DPS kernel."""
+
+    name: str
+    dest: str
+    params: tuple  # (name, fsmooth Type, dims)
+    param_phrases: dict  # name -> Ident exp[δ]
+    result: object  # fsmooth Type
+    result_data: Data
+    result_dims: tuple
+    sizes: tuple  # sympy Symbols, in C order
+    constraints: tuple  # dps.ir.SizeConstraint
+    scratch: sympy.Expr
+    functional: Phrase  # exp[δ]: the body before the translation
+    body: Phrase  # comm: A(functional)(dest)
+
+
+@dataclass(frozen=True)
+class ImperativeProgram:
+    kernels: dict  # name -> ImperativeKernel, callees before callers
+    entry: str
+
+    def __str__(self) -> str:
+        return show_program(self)
+
+
+def show_kernel(k: ImperativeKernel) -> str:
+    params = " ".join(f"({n} : {show_type(ph.type)})" for n, ph in k.param_phrases.items())
+    return (f"{k.name} = λ ({k.dest} : {show_type(AccT(k.result_data))}) {params}.\n"
+            f"  {show(k.body, 1)}")
+
+
+def show_program(p: ImperativeProgram) -> str:
+    return "\n\n".join(show_kernel(k) for k in p.kernels.values())

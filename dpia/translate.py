@@ -1,0 +1,210 @@
+"""The acceptor-passing A(E)(A) and continuation-passing C(E)(k) translations (DPIA paper
+Fig. 5), with the mapI/reduceI lowering of §4.2 folded in: ``build`` becomes a ``parfor`` writing
+through its acceptor, a scalar ``ifold`` a ``new`` accumulator and a ``for``, an array-state
+``ifold`` a double buffer (RISE & Shine, Listing 13).
+
+Each functional primitive defines its accT and conT side by side in ``TRANSLATIONS``; a new
+primitive is one more pair.  Arrays never need the paper's ``new`` in C(·): DPS has already given
+every stored array a region, so a conT that would need fresh array storage is an error of the
+DPS stage.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import sympy
+
+from dps import ir as dps
+
+from . import phrases as p
+from .from_dps import functional_body, write_buffer
+
+Cont = Callable[[p.Phrase], p.Phrase]
+
+
+def dpia_program(program: dps.Program) -> p.ImperativeProgram:
+    return p.ImperativeProgram({name: imperative_kernel(k) for name, k in program.kernels.items()},
+                               program.entry)
+
+
+def imperative_kernel(k: dps.Kernel) -> p.ImperativeKernel:
+    functional, result, params = functional_body(k)
+    body = Translation().acc(functional, p.Ident(k.dest, p.AccT(result)))
+    return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
+                              tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
+                              sympy.sympify(k.scratch), functional, body)
+
+
+class Translation:
+    """One run of A/C: owns the supply of fresh names for the variables it introduces."""
+
+    def __init__(self):
+        self._counters: dict[str, itertools.count] = {}
+
+    def fresh(self, base: str) -> str:
+        """A name no F̃ program can use (a prime is not a Python identifier character)."""
+        n = next(self._counters.setdefault(base, itertools.count()))
+        return f"{base}'{n or ''}"
+
+    def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
+        """A(E)(A): a command with the effect of A := E."""
+        return TRANSLATIONS[type(e)][0](self, e, a)
+
+    def con(self, e: p.Phrase, k: Cont) -> p.Phrase:
+        """C(E)(k): a command with the effect of k(E)."""
+        return TRANSLATIONS[type(e)][1](self, e, k)
+
+    def con_all(self, es, k: Callable[[tuple], p.Phrase], done: tuple = ()) -> p.Phrase:
+        if not es:
+            return k(done)
+        return self.con(es[0], lambda x: self.con_all(es[1:], k, done + (x,)))
+
+    def assign(self, a: p.Phrase, e: p.Phrase, data: p.Data) -> p.Phrase:
+        """A :=δ E, by induction on δ (§4.1): at n.δ a parfor of element assignments."""
+        match data:
+            case p.Num() | p.IdxT():
+                return p.Assign(a, e)
+            case p.Arr(size, elem):
+                i, o = self.fresh("i"), self.fresh("o")
+                index = p.Ident(i, p.ExpT(p.IdxT(size)))
+                body = self.assign(p.Ident(o, p.AccT(elem)), p.Idx(e, index, elem, size), elem)
+                return p.ParFor(size, a, i, o, elem, body)
+        raise AssertionError(data)
+
+    def storage_needed(self, e: p.Phrase) -> p.Phrase:
+        raise AssertionError(f"array value without a region (the DPS stage should give it one): {e}")
+
+    def scalar_via_new(self, e: p.Phrase, k: Cont) -> p.Phrase:
+        """C(E)(k) for a scalar E computed by commands: store it in a new variable first."""
+        data = p.data_of(e)
+        if not isinstance(data, p.Num):
+            return self.storage_needed(e)
+        v = self.fresh("v")
+        return p.New(v, data, p.seq(self.acc(e, p.Ident(v, p.AccT(data))), k(p.Ident(v, p.ExpT(data)))))
+
+
+# ----------------------------------------------------------------------------- per primitive
+
+
+def _acc_value(t: Translation, e: p.Phrase, a: p.Phrase) -> p.Phrase:
+    """Identifiers, views and literals: A(x)(A) = A :=δ x."""
+    return t.assign(a, e, p.data_of(e))
+
+
+def _con_value(t: Translation, e: p.Phrase, k: Cont) -> p.Phrase:
+    return k(e)
+
+
+def _acc_scalar_op(t: Translation, e: p.ScalarOp, a: p.Phrase) -> p.Phrase:
+    return t.con_all(e.args, lambda xs: p.Assign(a, p.ScalarOp(e.op, xs, e.data, e.nonzero_divisor)))
+
+
+def _con_scalar_op(t: Translation, e: p.ScalarOp, k: Cont) -> p.Phrase:
+    return t.con_all(e.args, lambda xs: k(p.ScalarOp(e.op, xs, e.data, e.nonzero_divisor)))
+
+
+def _acc_idx(t: Translation, e: p.Idx, a: p.Phrase) -> p.Phrase:
+    return t.con(e, lambda x: t.assign(a, x, e.elem))
+
+
+def _con_idx(t: Translation, e: p.Idx, k: Cont) -> p.Phrase:
+    return t.con_all((e.arr, e.index), lambda xs: k(p.Idx(xs[0], xs[1], e.elem, e.length, e.checked)))
+
+
+def _acc_build(t: Translation, e: p.Build, a: p.Phrase) -> p.Phrase:
+    """A(build n f)(A) = parfor n A (λ i o. A(f i)(o))."""
+    o = t.fresh("o")
+    return p.ParFor(e.size, a, e.index, o, e.elem, t.acc(e.body, p.Ident(o, p.AccT(e.elem))))
+
+
+def _con_build(t: Translation, e: p.Build, k: Cont) -> p.Phrase:
+    return t.storage_needed(e)
+
+
+def _acc_ifold(t: Translation, e: p.Ifold, a: p.Phrase) -> p.Phrase:
+    return _ifold(t, e, lambda state: t.assign(a, state, e.data))
+
+
+def _con_ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
+    return _ifold(t, e, k)
+
+
+def _ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
+    """reduceI (§4.2): the state is a ``new`` accumulator that each iteration reads and rewrites;
+    an array state is double-buffered instead, so no iteration reads the buffer it writes."""
+    state_exp = p.Ident(e.state, p.ExpT(e.data))
+
+    def loop(count: p.Phrase) -> p.Phrase:
+        if e.buffers is None:
+            acc = p.Ident(e.state, p.AccT(e.data))
+            return p.New(e.state, e.data, p.seq(
+                t.acc(e.init, acc),
+                p.For(count, e.index, t.acc(e.body, acc)),
+                k(state_exp)))
+        first, second = e.buffers
+        out = write_buffer(e.state)
+        return p.seq(
+            t.acc(e.init, first),
+            p.DoubleBuffer(count, first, second, e.index, e.state, out, e.data,
+                           t.acc(e.body, p.Ident(out, p.AccT(e.data))), k(state_exp)))
+
+    return t.con(e.count, loop)
+
+
+def _acc_cond(t: Translation, e: p.Cond, a: p.Phrase) -> p.Phrase:
+    return t.con(e.cond, lambda c: p.IfCmd(c, t.acc(e.then, a), t.acc(e.orelse, a)))
+
+
+def _con_cond(t: Translation, e: p.Cond, k: Cont) -> p.Phrase:
+    return t.scalar_via_new(e, k)
+
+
+def _acc_let(t: Translation, e: p.Let, a: p.Phrase) -> p.Phrase:
+    """A scalar let is a ``new`` variable, written once and then read by the body."""
+    return p.New(e.name, e.data, p.seq(t.acc(e.rhs, p.Ident(e.name, p.AccT(e.data))), t.acc(e.body, a)))
+
+
+def _con_let(t: Translation, e: p.Let, k: Cont) -> p.Phrase:
+    return p.New(e.name, e.data, p.seq(t.acc(e.rhs, p.Ident(e.name, p.AccT(e.data))), t.con(e.body, k)))
+
+
+def _acc_bind(t: Translation, e: p.Bind, a: p.Phrase) -> p.Phrase:
+    return p.seq(t.acc(e.rhs, e.into), t.acc(e.body, a))
+
+
+def _con_bind(t: Translation, e: p.Bind, k: Cont) -> p.Phrase:
+    return p.seq(t.acc(e.rhs, e.into), t.con(e.body, k))
+
+
+def _acc_alloc(t: Translation, e: p.Alloc, a: p.Phrase) -> p.Phrase:
+    return p.New(e.region, e.data, t.acc(e.body, a), e.offset)
+
+
+def _con_alloc(t: Translation, e: p.Alloc, k: Cont) -> p.Phrase:
+    return p.New(e.region, e.data, t.con(e.body, k), e.offset)
+
+
+def _acc_call(t: Translation, e: p.CallExp, a: p.Phrase) -> p.Phrase:
+    return t.con_all(e.args, lambda xs: p.CallCmd(e.fn, a, xs, e.data, e.scratch_offset, e.check_sizes))
+
+
+def _con_call(t: Translation, e: p.CallExp, k: Cont) -> p.Phrase:
+    return t.scalar_via_new(e, k)
+
+
+TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
+    p.Ident: (_acc_value, _con_value),
+    p.Literal: (_acc_value, _con_value),
+    p.NatExp: (_acc_value, _con_value),
+    p.Shift: (_acc_value, _con_value),
+    p.ScalarOp: (_acc_scalar_op, _con_scalar_op),
+    p.Idx: (_acc_idx, _con_idx),
+    p.Build: (_acc_build, _con_build),
+    p.Ifold: (_acc_ifold, _con_ifold),
+    p.Cond: (_acc_cond, _con_cond),
+    p.Let: (_acc_let, _con_let),
+    p.Bind: (_acc_bind, _con_bind),
+    p.Alloc: (_acc_alloc, _con_alloc),
+    p.CallExp: (_acc_call, _con_call),
+}

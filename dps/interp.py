@@ -1,0 +1,257 @@
+"""An interpreter of DPS-F̃ over a flat byte arena, checking the memory discipline.
+
+The arena is a numpy ``uint8`` buffer of exactly ``Kernel.scratch`` bytes (evaluated at
+the call's sizes); the destination is a separate buffer.  Every region is a byte range
+of the arena at its static offset; every read and write is checked to stay inside the
+region (or parameter, or destination) it goes through, so a wrong offset or size is an
+``AssertionError`` here rather than a corrupted result three stages later.  Reads that
+the DPS stage left unchecked must be in range (else ``AssertionError``: a constraint is
+missing); checked ones raise ``IndexError`` like the generated code's status 1.  Kernel
+constraints are evaluated at every kernel entry (``ValueError``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from fsmooth import prims
+from fsmooth.core import Lit, Var
+from fsmooth.types import ArrayT, BYTES, NUMPY_DTYPE, Scalar, element_scalar
+
+from . import ir
+from .layout import region_bytes
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """A byte address in ``mem``, valid within the byte range [lo, hi) of its region."""
+
+    mem: np.ndarray
+    at: int
+    lo: int
+    hi: int
+
+    def plus(self, nbytes: int) -> Ptr:
+        return Ptr(self.mem, self.at + nbytes, self.lo, self.hi)
+
+
+@dataclass(frozen=True)
+class ArrayVal:
+    ptr: Ptr
+    elem: Scalar
+    dims: tuple
+
+
+class Arena:
+    def __init__(self, nbytes: int):
+        self.mem = np.zeros(nbytes, dtype=np.uint8)
+        self.high_water = 0
+
+
+def _access(p: Ptr, elem: Scalar):
+    size = BYTES[elem]
+    assert p.lo <= p.at and p.at + size <= p.hi, f"access at byte {p.at} outside its region [{p.lo}, {p.hi})"
+    assert p.at + size <= len(p.mem), f"access at byte {p.at} outside its buffer of {len(p.mem)} bytes"
+    return slice(p.at, p.at + size)
+
+
+def load(p: Ptr, elem: Scalar):
+    return p.mem[_access(p, elem)].view(NUMPY_DTYPE[elem])[0].item()
+
+
+def store(p: Ptr, elem: Scalar, value):
+    p.mem[_access(p, elem)] = np.array([value], dtype=NUMPY_DTYPE[elem]).view(np.uint8)
+
+
+def to_memory(value: np.ndarray, elem: Scalar) -> Ptr:
+    mem = np.ascontiguousarray(value, dtype=NUMPY_DTYPE[elem]).reshape(-1).view(np.uint8).copy()
+    return Ptr(mem, 0, 0, len(mem))
+
+
+class _Frame:
+    """One kernel activation: its sizes, variables, regions and scratch base."""
+
+    def __init__(self, program: ir.Program, kernel: ir.Kernel, arena: Arena, base: int):
+        self.program, self.kernel, self.arena, self.base = program, kernel, arena, base
+        self.sizes: dict = {}
+        self.env: dict = {}
+        self.regions: dict = {}
+        self.writing: dict = {}  # ifold state -> the buffer its current iteration writes
+
+    def num(self, e) -> int:
+        e = sympy.sympify(e)
+        return int(e.xreplace({s: sympy.Integer(self.sizes[s.name]) for s in e.free_symbols}))
+
+    def atom(self, a):
+        match a:
+            case Var(name):
+                return self.env[name]
+            case Lit(value):
+                return value
+        raise AssertionError(a)
+
+    def ref(self, r: ir.Ref, elem: Scalar) -> Ptr | None:
+        match r:
+            case ir.RVar(name):
+                return self.regions[name]
+            case ir.Bullet():
+                return None
+            case ir.Offset(base, elems):
+                return self.ref(base, elem).plus(self.num(elems) * BYTES[elem])
+            case ir.StateDest(state):
+                return self.writing[state]
+        raise AssertionError(r)
+
+    def run(self, t: ir.Term):
+        """The value of a scalar term; for an array-writing term, the pointer it wrote to."""
+        match t:
+            case ir.Atom_(a):
+                return self.atom(a)
+            case ir.Prim(op, args, ty):
+                return prims.evaluate(op, [self.atom(a) for a in args], ty)
+            case ir.CardOf(value):
+                return self.num(value)
+            case ir.Get(arr, idx, ty, checked):
+                a, i = self.atom(arr), self.atom(idx)
+                if not 0 <= i < a.dims[0]:
+                    if checked:
+                        raise IndexError(f"index {i} out of range for {arr.name} of length {a.dims[0]}")
+                    raise AssertionError(f"unchecked read {arr.name}[{i}] outside length {a.dims[0]}")
+                inner = int(np.prod(a.dims[1:], dtype=np.int64))
+                p = a.ptr.plus(i * inner * BYTES[a.elem])
+                if isinstance(ty, ArrayT):
+                    return ArrayVal(p, a.elem, a.dims[1:])
+                return load(p, a.elem)
+            case ir.Let(name, rhs, body, ty, dims):
+                value = self.run(rhs)
+                if isinstance(ty, ArrayT):
+                    value = self.array(rhs, value, dims)
+                self.env[name] = value
+                return self.run(body)
+            case ir.If(c, a, b):
+                return self.run(a if self.atom(c) else b)
+            case ir.Alloc(region, elem, n, body, offset):
+                lo = self.base + self.num(offset)
+                nbytes = self.num(n) * BYTES[elem]
+                assert lo + nbytes <= len(self.arena.mem), "region outside the arena"
+                self.arena.high_water = max(self.arena.high_water, lo + self.num(region_bytes(elem, n)))
+                self.regions[region] = Ptr(self.arena.mem, lo, lo, lo + nbytes)
+                return self.run(body)
+            case ir.Build(dest, n, i, body, ArrayT(elem_ty)):
+                out = self.ref(dest, element_scalar(elem_ty))
+                for k in range(self.num(n)):
+                    self.env[i] = k
+                    self.sizes[i] = k
+                    value = self.run(body)
+                    if not isinstance(elem_ty, ArrayT):
+                        store(out.plus(k * BYTES[elem_ty]), elem_ty, value)
+                return out
+            case ir.Ifold():
+                return self.ifold(t)
+            case ir.Copy(dest, src, n, elem):
+                out, a = self.ref(dest, elem), self.atom(src)
+                for k in range(self.num(n)):
+                    store(out.plus(k * BYTES[elem]), elem, load(a.ptr.plus(k * BYTES[elem]), elem))
+                return out
+            case ir.Call(fn, dest, args, ty, offset):
+                callee = self.program.kernels[fn]
+                out = self.ref(dest, element_scalar(ty)) if isinstance(ty, ArrayT) else None
+                frame = _Frame(self.program, callee, self.arena, self.base + self.num(offset))
+                result = frame.enter([self.atom(a) for a in args], out)
+                return out if isinstance(ty, ArrayT) else result
+        raise AssertionError(t)
+
+    def array(self, rhs: ir.Term, value, dims) -> ArrayVal:
+        if isinstance(value, ArrayVal):
+            return value
+        elem = _elem_of(rhs)
+        return ArrayVal(value, elem, tuple(self.num(d) for d in dims))
+
+    def ifold(self, t: ir.Ifold):
+        n = self.num(t.count) if not isinstance(t.count, (Var, Lit)) else self.atom(t.count)
+        if t.buffers is None:
+            state = self.run(t.init)
+            for k in range(n):
+                self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
+                state = self.run(t.body)
+            return state
+        elem = element_scalar(t.ty)
+        dims = tuple(self.num(d) for d in t.dims)
+        bufs = [self.regions[b] for b in t.buffers]
+        self.run(t.init)
+        for k in range(n):
+            self.env[t.state] = ArrayVal(bufs[k % 2], elem, dims)
+            self.env[t.index], self.sizes[t.index] = k, k
+            self.writing[t.state] = bufs[(k + 1) % 2]
+            self.run(t.body)
+        out = self.ref(t.dest, elem)
+        for k in range(int(np.prod(dims, dtype=np.int64))):
+            store(out.plus(k * BYTES[elem]), elem, load(bufs[n % 2].plus(k * BYTES[elem]), elem))
+        return out
+
+    def enter(self, args: list, out: Ptr | None):
+        k = self.kernel
+        for (name, ty, dims), value in zip(k.params, args):
+            if isinstance(ty, ArrayT):
+                self.sizes.update({str(d): s for d, s in zip(dims, value.dims)})
+            elif dims == () and ty.name == "Card":
+                self.sizes[name] = value
+            self.env[name] = value
+        for c in k.constraints:
+            holds = c.cond.xreplace({s: sympy.Integer(self.sizes[s.name]) for s in c.cond.free_symbols})
+            if not bool(holds):
+                raise ValueError(f"{c.param}: {c.message}")
+        if out is not None:
+            self.regions[k.dest] = out
+        return self.run(k.body)
+
+
+def _elem_of(t: ir.Term) -> Scalar:
+    match t:
+        case ir.Alloc(_, _, _, body) | ir.Let(_, _, body):
+            return _elem_of(body)
+        case ir.If(_, a, _):
+            return _elem_of(a)
+        case ir.Build(ty=ty) | ir.Ifold(ty=ty) | ir.Call(ty=ty):
+            return element_scalar(ty)
+        case ir.Copy(elem=elem):
+            return elem
+    raise AssertionError(t)
+
+
+@dataclass(frozen=True)
+class Run:
+    result: object
+    high_water: int  # the largest rounded end of a region on the arena, in bytes
+    scratch: int  # Kernel.scratch at these sizes: the arena's exact size
+
+
+def run_kernel(program: ir.Program, name: str, args: list) -> Run:
+    """Run kernel ``name`` on numpy arrays / Python scalars, as the generated C would."""
+    k = program.kernels[name]
+    values = []
+    sizes: dict = {}
+    for (pname, ty, dims), a in zip(k.params, args):
+        if isinstance(ty, ArrayT):
+            a = np.asarray(a)
+            sizes.update({str(d): s for d, s in zip(dims, a.shape)})
+            values.append(ArrayVal(to_memory(a, element_scalar(ty)), element_scalar(ty), a.shape))
+        else:
+            if ty.name == "Card":
+                sizes[pname] = a
+            values.append(a)
+    probe = _Frame(program, k, Arena(0), 0)
+    probe.sizes = sizes
+    scratch = probe.num(k.scratch)
+    arena = Arena(scratch)
+    out = None
+    if isinstance(k.result, ArrayT):
+        dims = tuple(probe.num(d) for d in k.result_dims)
+        out = to_memory(np.zeros(dims), element_scalar(k.result))
+    frame = _Frame(program, k, arena, 0)
+    result = frame.enter(values, out)
+    if out is not None:
+        result = out.mem.view(NUMPY_DTYPE[element_scalar(k.result)]).reshape(dims).copy()
+    return Run(result, arena.high_water, scratch)

@@ -1,0 +1,114 @@
+"""Regions on the arena: static offsets (stack discipline) and each kernel's exact peak.
+
+A region lives for the scope of its ``alloc``, so the regions live at a point are
+exactly those of the enclosing allocs: the offset of a region is the sum of their sizes
+(each rounded up to ``ALIGN``), a callee's scratch starts at the top of the stack at the
+call, and the peak of a kernel is the largest top over all points -- a sympy ``Max``
+over branches and sequential parts.  Loop bodies reuse one place per iteration.
+"""
+from __future__ import annotations
+
+import sympy
+
+from fsmooth.core import Var
+from fsmooth.errors import CompileError
+from fsmooth.types import BYTES, Card
+
+from . import ir
+
+
+def region_bytes(elem, count) -> sympy.Expr:
+    """The bytes of ``count`` scalars of ``elem``, rounded up to ALIGN."""
+    return ir.ALIGN * sympy.ceiling(sympy.Integer(BYTES[elem]) * count / ir.ALIGN)
+
+
+def _max(*xs) -> sympy.Expr:
+    """Max, dropping every term another one provably bounds (sympy cannot see through ceiling)."""
+    terms = []
+    for x in xs:
+        terms.extend(x.args if isinstance(x, sympy.Max) else (x,))
+    kept: list = []
+    for x in terms:
+        if any(at_least(y, x) for y in kept):
+            continue
+        kept = [y for y in kept if not at_least(x, y)] + [x]
+    return sympy.Max(*kept)
+
+
+def at_least(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """a ≥ b for all sizes, treating each ceiling (of a byte count, nonnegative) as an unknown
+    nonnegative integer."""
+    diff = sympy.expand(a - b)
+    ceilings = {c: sympy.Dummy(integer=True, nonnegative=True) for c in diff.atoms(sympy.ceiling)}
+    return bool(sympy.expand(diff.xreplace(ceilings)).is_nonnegative)
+
+
+class _Scope:
+    """What a call needs to size its callee's scratch: the dims and Card values of atoms."""
+
+    def __init__(self, kernel: ir.Kernel, kernels: dict):
+        self.kernels = kernels
+        self.dims = {n: d for n, _, d in kernel.params if d}
+        self.cards = {n: sympy.Symbol(n, integer=True, nonnegative=True) for n, t, d in kernel.params
+                      if t == Card}
+
+    def callee_scratch(self, call: ir.Call) -> sympy.Expr:
+        callee = self.kernels[call.fn]
+        mapping = {}
+        for (pname, pty, pdims), a in zip(callee.params, call.args):
+            if pdims:
+                mapping.update(zip(pdims, self.dims[a.name]))
+            elif pty == Card:
+                value = self.cards.get(a.name) if isinstance(a, Var) else sympy.Integer(a.value)
+                if value is None:
+                    raise CompileError(f"the memory that {call.fn} needs depends on the data passed as "
+                                       f"its argument {pname}")
+                mapping[sympy.Symbol(pname, integer=True, nonnegative=True)] = value
+        return callee.scratch.xreplace(mapping)
+
+
+def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.Expr]:
+    """(t with offsets filled, the peak arena use of t when the stack top is ``top``)."""
+    match t:
+        case ir.Alloc(region, elem, n, body, _, dims):
+            end = top + region_bytes(elem, n)
+            body2, peak = _layout(body, end, scope)
+            return ir.Alloc(region, elem, n, body2, top, dims), _max(end, peak)
+        case ir.Call():
+            return ir.Call(t.fn, t.dest, t.args, t.ty, top, t.check_sizes), top + scope.callee_scratch(t)
+        case ir.Let(name, rhs, body, ty, dims):
+            if dims:
+                scope.dims[name] = dims
+            if isinstance(rhs, ir.CardOf):
+                scope.cards[name] = rhs.value
+            rhs2, p1 = _layout(rhs, top, scope)
+            body2, p2 = _layout(body, top, scope)
+            return ir.Let(name, rhs2, body2, ty, dims), _max(p1, p2)
+        case ir.If(c, a, b, ty):
+            a2, p1 = _layout(a, top, scope)
+            b2, p2 = _layout(b, top, scope)
+            return ir.If(c, a2, b2, ty), _max(p1, p2)
+        case ir.Build(dest, n, i, body, ty):
+            body2, peak = _layout(body, top, scope)
+            return ir.Build(dest, n, i, body2, ty), peak
+        case ir.Ifold(dest, s, i, body, init, n, ty, buffers, dims):
+            if dims:
+                scope.dims[s] = dims
+            body2, p1 = _layout(body, top, scope)
+            init2, p2 = _layout(init, top, scope)
+            return ir.Ifold(dest, s, i, body2, init2, n, ty, buffers, dims), _max(p1, p2)
+    return t, top
+
+
+def layout_kernel(k: ir.Kernel, kernels: dict) -> ir.Kernel:
+    """``k`` with its offsets and scratch; ``kernels`` holds its callees, already laid out."""
+    body, peak = _layout(k.body, sympy.Integer(0), _Scope(k, kernels))
+    return ir.Kernel(k.name, k.dest, k.params, k.result, k.result_dims, body, k.sizes, k.constraints, peak)
+
+
+def layout_program(p: ir.Program) -> ir.Program:
+    """Offsets of every region and call, and the scratch of every kernel (callees first)."""
+    kernels: dict = {}
+    for name, k in p.kernels.items():
+        kernels[name] = layout_kernel(k, kernels)
+    return ir.Program(kernels, p.entry)

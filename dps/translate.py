@@ -1,0 +1,256 @@
+"""D⟦e⟧r (DPS paper Fig. 7): F̃ in ANF to DPS-F̃, with the sizes from the shape stage.
+
+- D-Let: ``let x = e1 in e2`` allocates ``bytes x_shp`` (a region on the arena) for ``e1``
+  and translates ``e1`` into it; scalars get an empty allocation and views (``let row =
+  m[i]``, ``let y = x``) a dead one -- both are removed by ``dps.simplify``.  When the
+  body is ``x`` itself, ``e1`` writes straight into the destination instead (no copy).
+- D-App: a call passes its destination (``•`` for a scalar result).
+- D-VarVector: an array variable in destination position is copied.
+- D-If: both branches write the same destination.
+- ``build`` writes element ``i`` at ``r + i * (elements of one element)``; ``ifold`` with an
+  array state double-buffers it (two regions, one final copy).
+
+Along the way every read ``a[i]`` is classified (``dps.bounds``): an affine read executed
+unconditionally yields size constraints over the kernel's sizes; any other read is checked
+where it happens.  Regions get their static offsets and each kernel its exact scratch
+size in ``dps.layout``.
+"""
+from __future__ import annotations
+
+import sympy
+
+from fsmooth import core
+from fsmooth.types import ArrayT, Card, Index, element_scalar
+from shape import sizes as shape_sizes
+from shape.ir import CIRC, ShapeProgram, dims_of
+from shape.translate import kernel_functions, shape_of, shp
+
+from . import ir
+from .bounds import Bounds
+from .layout import layout_program
+
+
+def count(dims) -> sympy.Expr:
+    return sympy.Mul(*dims) if dims else sympy.Integer(1)
+
+
+def loop_symbol(name: str) -> sympy.Symbol:
+    return shape_sizes.size_symbol(name)
+
+
+class _KernelTranslator:
+    def __init__(self, k: core.KernelDef, functions: dict, kernels: dict, shapes: ShapeProgram):
+        self.k = k
+        self.kernels = kernels  # DPS kernels translated so far (the callees of k)
+        sk = shapes.kernels[k.name]
+        self.shapes = {**functions, **dict(zip(sk.params, sk.param_shapes))}
+        self.dims = {n: dims_of(v) for (n, t), v in zip(k.params, sk.param_shapes) if isinstance(t, ArrayT)}
+        self.values = {n: v for (n, t), v in zip(k.params, sk.param_shapes) if t == Card}
+        self.params = tuple((n, t, dims_of(v) if isinstance(t, ArrayT) else ())
+                            for (n, t), v in zip(k.params, sk.param_shapes))
+        self.sizes = sk.sizes
+        self.result_dims = dims_of(sk.result)
+        self.bounds = Bounds(self.params)
+        self.regions = 0
+
+    def region(self) -> str:
+        self.regions += 1
+        return f"r{self.regions}"
+
+    # -- the symbolic value of an Index or Card atom (None if it depends on data)
+    def value(self, a: core.Expr):
+        match a:
+            case core.Lit(v, ty) if ty in (Index, Card):
+                return sympy.Integer(v)
+            case core.Var(name):
+                return self.values.get(name)
+        return None
+
+    def index_value(self, e: core.Expr):
+        """Affine-friendly value of an Index/Card right-hand side, for bounds analysis."""
+        match e:
+            case core.PrimApp("add" | "sub" | "mul" as op, (a, b)):
+                va, vb = self.value(a), self.value(b)
+                if va is None or vb is None:
+                    return None
+                return {"add": va + vb, "sub": va - vb, "mul": va * vb}[op]
+            case core.PrimApp("neg", (a,)):
+                va = self.value(a)
+                return None if va is None else -va
+            case core.PrimApp("to_Index", (a,)):
+                return self.value(a)
+            case core.Var() | core.Lit():
+                return self.value(e)
+        return None
+
+    def shape(self, e: core.Expr):
+        return shape_sizes.evaluate(shape_of(e), self.shapes)
+
+    def bind(self, name: str, ty, shape_value, rhs: core.Expr | None):
+        self.shapes[shp(name)] = shape_value
+        if isinstance(ty, ArrayT):
+            self.dims[name] = dims_of(shape_value)
+            self.bounds.alias(name, rhs)
+        elif ty == Card and shape_value is not CIRC:
+            self.values[name] = shape_value
+        elif ty in (Index, Card) and rhs is not None:
+            v = self.index_value(rhs)
+            if v is not None:
+                self.values[name] = v
+
+    # -- D⟦e⟧r
+    def term(self, e: core.Expr, r: ir.Ref) -> ir.Term:
+        match e:
+            case core.Var(name, ty) if isinstance(ty, ArrayT):
+                dims = self.dims[name]
+                return ir.Copy(r, e, count(dims), element_scalar(ty))  # D-VarVector
+            case core.Var() | core.Lit():
+                return ir.Atom_(e)  # D-VarScalar
+            case core.PrimApp(op, args, ty):
+                if ty == Card:
+                    v = self.shape(e)
+                    if v is not CIRC:
+                        return ir.CardOf(v)
+                return ir.Prim(op, args, ty, e.loc)
+            case core.Length(arr):
+                return ir.CardOf(self.dims[arr.name][0])
+            case core.Get(arr, idx, ty):
+                checked = self.bounds.read(arr.name, self.dims[arr.name][0], self.index_value(idx))
+                get = ir.Get(arr, idx, ty, checked, e.loc)
+                if isinstance(ty, ArrayT):
+                    view = self.fresh_view()
+                    dims = self.dims[arr.name][1:]
+                    return ir.Let(view, get, ir.Copy(r, core.Var(view, ty), count(dims), element_scalar(ty)),
+                                  ty, dims)
+                return get
+            case core.Call(fn, args, ty):
+                if ty == Card:
+                    v = self.shape(e)
+                    if v is not CIRC:
+                        return ir.CardOf(v)
+                return self.call(fn, args, ty, r)
+            case core.If(c, a, b, ty):
+                with self.bounds.branch():
+                    then, orelse = self.term(a, r), self.term(b, r)
+                return ir.If(c, then, orelse, ty)
+            case core.Let(name, rhs, body):
+                return self.let(name, rhs, body, r)
+            case core.Build(size, core.Lam(((i, _),), body), ArrayT(elem) as ty):
+                n = self.shape(size)
+                assert n is not CIRC, "the shape stage rejects builds of data-dependent size"
+                self.bounds.nonnegative(n)
+                self.shapes[shp(i)] = CIRC
+                self.values[i] = loop_symbol(i)
+                elem_dims = dims_of(self.shape(e))[1:]
+                dest = ir.Bullet() if not isinstance(elem, ArrayT) else \
+                    ir.Offset(r, loop_symbol(i) * count(elem_dims))
+                with self.bounds.loop(loop_symbol(i), n):
+                    body_term = self.term(body, dest)
+                return ir.Build(r, n, i, body_term, ty)
+            case core.Ifold(core.Lam(((s, _), (i, _))), init, n, ty):
+                return self.ifold(e, s, i, init, n, ty, r)
+        raise AssertionError(f"not in ANF: {e!r}")
+
+    def fresh_view(self) -> str:
+        self.regions += 1
+        return f"view_{self.regions}"
+
+    def call(self, fn: str, args, ty, r: ir.Ref) -> ir.Term:
+        callee = self.kernels[fn]
+        mapping = {}
+        for (pname, pty, pdims), a in zip(callee.params, args):
+            if isinstance(pty, ArrayT):
+                mapping.update(zip(pdims, self.dims[a.name]))
+            elif pty == Card:
+                mapping[shape_sizes.size_symbol(pname)] = self.value(a)
+        check = self.bounds.call(callee, mapping, args)
+        return ir.Call(fn, r, tuple(args), ty, check_sizes=check)  # D-App
+
+    def let(self, name, rhs, body, r: ir.Ref) -> ir.Term:
+        ty = rhs.ty
+        shape_value = self.shape(rhs)
+        if isinstance(ty, ArrayT) and isinstance(body, core.Var) and body.name == name \
+                and not isinstance(rhs, (core.Var, core.Get)):
+            return self.term(rhs, r)  # the result is x: write e1 into the destination directly
+        region = self.region()
+        dims = dims_of(shape_value)
+        match rhs:
+            case core.Var() if isinstance(ty, ArrayT):
+                rhs_term = ir.Atom_(rhs)  # another name for the same array
+            case core.Get(arr, idx) if isinstance(ty, ArrayT):
+                checked = self.bounds.read(arr.name, self.dims[arr.name][0], self.index_value(idx))
+                rhs_term = ir.Get(arr, idx, ty, checked, rhs.loc)  # a view: no storage, no copy
+            case _:
+                rhs_term = self.term(rhs, ir.RVar(region))
+        self.bind(name, ty, shape_value, rhs)
+        let = ir.Let(name, rhs_term, self.term(body, r), ty, dims)  # ty: the type of x
+        n = count(dims) if isinstance(ty, ArrayT) else sympy.Integer(0)
+        return ir.Alloc(region, element_scalar(ty), n, let, dims=dims)  # D-Let
+
+    def ifold(self, e, s, i, init, n, ty, r: ir.Ref) -> ir.Term:
+        state_shape = self.shape(e)
+        dims = dims_of(state_shape)
+        count_value = self.value(n)
+        counter = count_value if count_value is not None else n
+        self.shapes[shp(i)] = CIRC
+        self.shapes[shp(s)] = state_shape
+        self.values[i] = loop_symbol(i)
+        if not isinstance(ty, ArrayT):
+            if ty == Card and state_shape is not CIRC:
+                self.values[s] = state_shape
+            init_term = self.term(init, ir.Bullet())
+            with self.bounds.loop(loop_symbol(i), count_value):
+                body = self.term(e.fn.body, ir.Bullet())
+            return ir.Ifold(ir.Bullet(), s, i, body, init_term, counter, ty)
+        self.dims[s] = dims
+        b0, b1 = self.region(), self.region()
+        init_term = self.term(init, ir.RVar(b0))
+        with self.bounds.loop(loop_symbol(i), count_value):
+            body = self.term(e.fn.body, ir.StateDest(s))
+        loop = ir.Ifold(r, s, i, body, init_term, counter, ty, (b0, b1), dims)
+        elem = element_scalar(ty)
+        return ir.Alloc(b0, elem, count(dims), ir.Alloc(b1, elem, count(dims), loop, dims=dims), dims=dims)
+
+    def kernel(self) -> ir.Kernel:
+        k = self.k
+        dest = ir.RVar("out") if isinstance(k.result, ArrayT) else ir.Bullet()
+        body = self.term(k.body, dest)
+        return ir.Kernel(k.name, "out", self.params, k.result, self.result_dims, body, self.sizes,
+                         self.bounds.constraints())
+
+
+def _callees(e: core.Expr) -> set:
+    match e:
+        case core.Call(fn, args):
+            return {fn}
+        case core.Let(_, rhs, body):
+            return _callees(rhs) | _callees(body)
+        case core.If(_, a, b):
+            return _callees(a) | _callees(b)
+        case core.Build(_, fn) | core.Ifold(fn, _, _):
+            return _callees(fn.body)
+    return set()
+
+
+def callees_first(p: core.Program) -> list[str]:
+    order: list[str] = []
+
+    def visit(name):
+        if name not in order:
+            for callee in sorted(_callees(p.kernels[name].body)):
+                visit(callee)
+            order.append(name)
+
+    for name in p.kernels:
+        visit(name)
+    return order
+
+
+def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:
+    """D⟦·⟧ of every kernel (callees before callers), with regions laid out on the arena."""
+    functions = kernel_functions(p)
+    kernels: dict = {}
+    for name in callees_first(p):
+        kernels[name] = _KernelTranslator(p.kernels[name], functions, kernels, shapes).kernel()
+    return layout_program(ir.Program(kernels, p.entry))
+

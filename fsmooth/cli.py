@@ -1,0 +1,233 @@
+"""The ``fsmooth`` command line.
+
+    fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,all}]
+    fsmooth mem FILE.py:KERNEL [--size NAME=VALUE ...]
+    fsmooth demo [--sizes N ...] [--write-c PATH]
+
+``FILE.py`` may also be a dotted module name (``fsmooth.examples:f``).  A program fsmooth cannot
+compile, a file that cannot be imported, or a bad option prints one message and exits with 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import pathlib
+import sys
+from collections.abc import Mapping
+
+import numpy as np
+import sympy
+
+from .artifact import CArtifact, KernelInterface
+from .driver import STAGES, compile_to_c, run_pipeline
+from .errors import CompileError
+from .kernel import Kernel
+
+
+class UsageError(Exception):
+    """A command-line mistake: reported as one line, exit status 1."""
+
+
+# ----------------------------------------------------------------------------- finding kernels
+
+def _import_file(path: pathlib.Path):
+    name = f"_fsmooth_cli_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        raise UsageError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # Let the file import its neighbours, as `python FILE.py` would.
+    sys.path.insert(0, str(path.parent))
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_kernel(target: str) -> Kernel:
+    """The kernel named by ``FILE.py:KERNEL`` or ``package.module:KERNEL``."""
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name:
+        raise UsageError(f"expected FILE.py:KERNEL, got {target!r}")
+    path = pathlib.Path(where)
+    try:
+        if path.suffix == ".py" or path.exists():
+            if not path.is_file():
+                raise UsageError(f"no such file: {where}")
+            module = _import_file(path)
+        else:
+            module = importlib.import_module(where)
+    except (UsageError, CompileError):
+        raise
+    except Exception as err:  # the user's module failed to import: report it, not our stack
+        raise UsageError(f"cannot import {where}: {type(err).__name__}: {err}") from None
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, Kernel))
+        raise UsageError(f"{where} has no kernel {name!r}"
+                         + (f" (its kernels: {', '.join(found)})" if found else ""))
+    if not isinstance(kernel, Kernel):
+        raise UsageError(f"{where}:{name} is not an @fsmooth.kernel function")
+    return kernel
+
+
+# ----------------------------------------------------------------------------- explain
+
+def show_stage(form) -> str:
+    """A stage's program in its IR's own notation: ``show_program`` of the IR's module or of the
+    printer module ``show`` beside it, else the object's own ``__str__``; element by element for
+    collections."""
+    if isinstance(form, CArtifact):
+        return form.source
+    if isinstance(form, Mapping):
+        return "\n\n".join(show_stage(v) for v in form.values())
+    if isinstance(form, (list, tuple)):
+        return "\n\n".join(show_stage(v) for v in form)
+    module = type(form).__module__
+    for printer_module in (module, f"{module.rpartition('.')[0]}.show"):
+        try:
+            printer = getattr(importlib.import_module(printer_module), "show_program", None)
+        except ImportError:
+            continue
+        if callable(printer):
+            return printer(form)
+    return str(form)
+
+
+def explain(kernel: Kernel, stage: str) -> str:
+    program = kernel.program()
+    if stage == "core":  # the front end's output needs none of the later stages
+        return show_stage(program)
+    stages = run_pipeline(program)
+    if stage != "all":
+        return show_stage(getattr(stages, stage))
+    return "\n\n".join(f"== {name} ==\n{show_stage(getattr(stages, name))}" for name in STAGES)
+
+
+# ----------------------------------------------------------------------------- mem
+
+def parse_sizes(specs: list[str], interface: KernelInterface) -> dict[str, int]:
+    known = [s.symbol for s in interface.sizes]
+    sizes = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        name = name.strip()
+        if not sep:
+            raise UsageError(f"--size wants NAME=VALUE, got {spec!r}")
+        if name not in known:
+            raise UsageError(f"{interface.name} has no size {name!r}; its sizes: {', '.join(known) or 'none'}")
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"--size {name}: {text!r} is not an integer") from None
+        if value < 0:
+            raise UsageError(f"--size {name}: sizes are >= 0, got {value}")
+        sizes[name] = value
+    return sizes
+
+
+def _formula(text: str, interface: KernelInterface) -> sympy.Expr:
+    # Size names such as E, N or S would otherwise parse as sympy constants or functions.
+    symbols = {s.symbol: sympy.Symbol(s.symbol, integer=True, nonnegative=True) for s in interface.sizes}
+    return sympy.sympify(text, locals=symbols)
+
+
+def memory_report(kernel: Kernel, specs: list[str]) -> str:
+    artifact = compile_to_c(kernel.program())
+    interface = artifact.interfaces[kernel.name]
+    sizes = parse_sizes(specs, interface)
+    lines = [f"kernel {interface.name}({', '.join(f'{p}: {t}' for p, t in interface.params)}) -> {interface.result}",
+             f"sizes: {', '.join(f'{s.symbol} = ' + _size_origin(s) for s in interface.sizes) or 'none'}",
+             f"result dims: ({', '.join(interface.result_dims)})",
+             f"scratch bytes: {interface.scratch_formula}"]
+    lines += [f"requires: {c.c_expr}   ({c.message})" for c in interface.constraints]
+    if not sizes:
+        return "\n".join(lines)
+    missing = [s.symbol for s in interface.sizes if s.symbol not in sizes]
+    if missing:
+        raise UsageError(f"give a value for every size (missing: {', '.join(missing)})")
+    from .runtime import Executable, load_library
+
+    try:
+        dims, nbytes = Executable(interface, load_library(artifact)).plan_for_sizes(sizes)
+    except ValueError as err:  # the sizes break one of the kernel's constraints
+        raise UsageError(str(err)) from None
+    formula_value = _formula(interface.scratch_formula, interface).subs(
+        {sympy.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()})
+    lines.append(f"with {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
+    lines.append(f"  result dims ({', '.join(map(str, dims))})")
+    lines.append(f"  scratch {nbytes} bytes")
+    if formula_value != nbytes:
+        lines.append(f"  warning: the formula gives {formula_value}, the compiled scratch function {nbytes}")
+    return "\n".join(lines)
+
+
+def _size_origin(source) -> str:
+    return source.param if source.dim is None else f"dim {source.dim} of {source.param}"
+
+
+# ----------------------------------------------------------------------------- demo
+
+def demo(sizes: list[int], write_c: str | None) -> str:
+    from . import examples
+
+    rng = np.random.default_rng(0)
+    f = examples.f
+    interface = f.executable().interface
+    lines = ["f(vec1, vec2) = vector_norm(vector_add(vec1, vec2))   (DPS paper, §3.2)",
+             f"scratch bytes: {interface.scratch_formula}",
+             f"{'n':>8} {'compiled':>22} {'reference':>22} {'difference':>11} {'scratch':>9}"]
+    for n in sizes:
+        vec1, vec2 = rng.standard_normal(n), rng.standard_normal(n)
+        compiled, reference = f(vec1, vec2), f.reference(vec1, vec2)
+        lines.append(f"{n:>8} {compiled:>22.16g} {reference:>22.16g} {abs(compiled - reference):>11.3g} "
+                     f"{f.scratch_bytes(vec1, vec2):>9}")
+    source = f.c_source()
+    if write_c:
+        try:
+            pathlib.Path(write_c).write_text(source)
+        except OSError as err:
+            raise UsageError(f"cannot write {write_c}: {err}") from None
+        lines.append(f"C source ({len(source)} characters) written to {write_c}")
+    else:
+        lines.append(f"C source: {len(source)} characters (--write-c PATH to save it)")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- main
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fsmooth", description="Compile F̃ kernels written in Python to C.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("explain", help="print a kernel at one stage of the pipeline")
+    p.add_argument("target", metavar="FILE.py:KERNEL")
+    p.add_argument("--stage", choices=STAGES + ("all",), default="all")
+    p = commands.add_parser("mem", help="print a kernel's scratch memory as a formula of its sizes")
+    p.add_argument("target", metavar="FILE.py:KERNEL")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE")
+    p = commands.add_parser("demo", help="compile and run the DPS paper's running example")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 1000], metavar="N")
+    p.add_argument("--write-c", metavar="PATH")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        match args.command:
+            case "explain":
+                text = explain(load_kernel(args.target), args.stage)
+            case "mem":
+                text = memory_report(load_kernel(args.target), args.size)
+            case "demo":
+                if any(n < 0 for n in args.sizes):
+                    raise UsageError("--sizes must be >= 0")
+                text = demo(args.sizes, args.write_c)
+    except CompileError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except UsageError as err:
+        print(f"fsmooth: error: {err}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0

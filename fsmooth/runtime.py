@@ -1,0 +1,316 @@
+"""Calling compiled kernels from Python: load the C of a ``CArtifact`` through cffi (API mode,
+built once and cached on disk by ``fsmooth.cache``) and call one kernel on numpy arrays.
+
+A call checks and converts its arguments, computes the size symbols from them, asks the C side
+whether the sizes satisfy the kernel's constraints (``K_check_sizes``), how large the result is
+(``K_shape``) and how much scratch it needs (``K_scratch_bytes``), then runs ``K``.  Everything
+that depends only on the kernel's interface is prepared once in ``Executable.__init__``, and the
+three size functions' answers are memoised per tuple of sizes, so a call does no symbolic work.
+
+Errors, all raised before ``K`` runs unless noted:
+  - wrong number of arguments, a non-array for an array parameter, a wrong rank, an element type
+    that cannot be converted without loss (floats for Index/Card, anything but bools for Bool,
+    bools for numbers), a non-number for a number → ``TypeError`` naming the parameter;
+  - a negative Card, an integer outside int64, sizes that break a size constraint of the kernel
+    (e.g. reads past the end of an array) → ``ValueError`` naming the parameter;
+  - a failure ``K`` itself reports (``fsmooth.artifact.STATUS``): a data-dependent index out of
+    range → ``IndexError``, an integer division by zero → ``ZeroDivisionError``, a size
+    constraint checked inside → ``ValueError``, anything else → ``RuntimeError``.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+import threading
+
+import numpy as np
+
+from . import cache
+from .artifact import STATUS, CArtifact, KernelInterface
+from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, Type, element_scalar, rank, type_str
+
+SCRATCH_ALIGN = 64
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+_MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
+
+_libraries: dict[tuple[str, str], object] = {}
+
+
+def load_library(artifact: CArtifact):
+    """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C: from this
+    process's table, else from the disk cache, else built (and then cached)."""
+    key = (artifact.source, artifact.cdef)
+    library = _libraries.get(key)
+    if library is None:
+        library = _libraries[key] = cache.load_module(artifact.source, artifact.cdef)
+    return library
+
+
+# ----------------------------------------------------------------------------- argument conversion
+
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"a {x.ndim}-D array of {x.dtype}"
+    return f"a value of type {type(x).__name__}"
+
+
+def _element_kind_error(elem: Scalar, dtype: np.dtype) -> str | None:
+    """Why an array of ``dtype`` cannot stand for elements of ``elem``, or None if it can."""
+    kind = dtype.kind
+    if elem is Bool:
+        return None if kind == "b" else f"needs bool elements for {elem}, got {dtype}"
+    if kind == "b":
+        return f"needs numbers for {elem}, got booleans"
+    if elem in (Double, Float):
+        return None if kind in "iuf" else f"cannot convert {dtype} elements to {elem}"
+    if kind in "iu":
+        return None
+    return f"cannot convert {dtype} elements to {elem} without loss"
+
+
+def _array_converter(kernel: str, name: str, ty: Type):
+    want_rank = rank(ty)
+    elem = element_scalar(ty)
+    dtype = NUMPY_DTYPE[elem]
+    where = f"{kernel}: argument '{name}' ({type_str(ty)})"
+
+    def convert_slowly(x):
+        try:
+            arr = np.asarray(x)
+        except (TypeError, ValueError) as err:  # ragged nested lists, unconvertible objects
+            raise TypeError(f"{where} must be a {want_rank}-D array: {err}") from None
+        if arr.ndim != want_rank:
+            raise TypeError(f"{where} must be a {want_rank}-D array, got {_describe(x)}")
+        problem = _element_kind_error(elem, arr.dtype)
+        if problem is not None:
+            raise TypeError(f"{where} {problem}")
+        if arr.dtype.kind == "u" and dtype.kind == "i" and arr.size and arr.max() > _INT64_MAX:
+            raise ValueError(f"{where} has elements above the int64 range")
+        arr = np.ascontiguousarray(arr, dtype=dtype)
+        if elem is Card and arr.size and arr.min() < 0:
+            raise ValueError(f"{where} has negative elements, but Card values are >= 0")
+        return arr
+
+    def convert(x):
+        # The common case, a C-contiguous array of the right dtype, costs three attribute reads;
+        # only a Card array still needs a look at its values.
+        if (type(x) is np.ndarray and x.dtype is dtype and x.ndim == want_rank
+                and x.flags.c_contiguous and elem is not Card):
+            return x
+        return convert_slowly(x)
+
+    return convert
+
+
+def _scalar_converter(kernel: str, name: str, ty: Scalar):
+    where = f"{kernel}: argument '{name}' ({ty})"
+
+    def reject(x):
+        raise TypeError(f"{where} must be {_expected(ty)}, got {_describe(x)}")
+
+    if ty is Bool:
+        def convert(x):
+            if type(x) is bool or isinstance(x, np.bool_):
+                return bool(x)
+            return reject(x)
+    elif ty in (Double, Float):
+        def convert(x):
+            if type(x) is float:
+                return x
+            if isinstance(x, numbers.Real) and not isinstance(x, bool):
+                try:
+                    return float(x)
+                except OverflowError:
+                    raise ValueError(f"{where}: {x} is too large for a floating-point number") from None
+            return reject(x)
+    else:
+        lowest = 0 if ty is Card else _INT64_MIN
+
+        def convert(x):
+            if type(x) is int and lowest <= x <= _INT64_MAX:
+                return x
+            if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+                value = operator.index(x)
+                if lowest <= value <= _INT64_MAX:
+                    return value
+                if value < 0 and ty is Card:
+                    raise ValueError(f"{where} must be >= 0, got {value}")
+                raise ValueError(f"{where}: {value} is outside the int64 range")
+            return reject(x)
+
+    return convert
+
+
+def _expected(ty: Scalar) -> str:
+    if ty is Bool:
+        return "a bool"
+    if ty in (Index, Card):
+        return "an int" if ty is Index else "a non-negative int"
+    return "a real number"
+
+
+# ----------------------------------------------------------------------------- executables
+
+class Executable:
+    """One exported kernel of a loaded library, callable on numpy arrays and Python scalars."""
+
+    def __init__(self, interface: KernelInterface, library):
+        self.interface = interface
+        name = interface.name
+        ffi, lib = library.ffi, library.lib
+        self._ffi = ffi
+        self._library = library  # keeps the module alive as long as its functions are used
+        self._kernel = getattr(lib, name)
+        self._shape = getattr(lib, f"{name}_shape")
+        self._scratch_bytes = getattr(lib, f"{name}_scratch_bytes")
+        self._check_sizes = getattr(lib, f"{name}_check_sizes")
+
+        self._nparams = len(interface.params)
+        self._converters = tuple(
+            _array_converter(name, pname, ty) if rank(ty) else _scalar_converter(name, pname, ty)
+            for pname, ty in interface.params)
+        # Per parameter, the cffi array type its buffer is passed as, or None for a scalar.
+        self._buffer_types = tuple(
+            ffi.typeof(f"{C_TYPE[element_scalar(ty)]}[]") if rank(ty) else None
+            for _, ty in interface.params)
+        self._size_getter = _size_getter(interface)
+
+        result_scalar = element_scalar(interface.result)
+        self._result_rank = rank(interface.result)
+        self._result_dtype = NUMPY_DTYPE[result_scalar]
+        self._result_type = ffi.typeof(f"{C_TYPE[result_scalar]}[]" if self._result_rank
+                                       else f"{C_TYPE[result_scalar]} *")
+        self._dims_type = ffi.typeof("int64_t[]")
+        self._plans: dict[tuple, tuple[tuple, int]] = {}
+        self._per_thread = threading.local()  # scratch buffers: K runs without the GIL
+
+    def __repr__(self) -> str:
+        return f"<fsmooth executable {self.interface.name}>"
+
+    # -- the steps of a call
+    def _c_args(self, args: tuple) -> list:
+        """The arguments of ``K`` after ``scratch`` and ``out``: the inputs checked and converted, each
+        array as its buffer followed by its dims."""
+        if len(args) != self._nparams:
+            params = ", ".join(p for p, _ in self.interface.params)
+            raise TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
+                            f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
+        from_buffer = self._ffi.from_buffer
+        c_args = []
+        for x, convert, buffer_type in zip(args, self._converters, self._buffer_types):
+            value = convert(x)
+            if buffer_type is None:
+                c_args.append(value)
+            else:
+                # The cdata keeps ``value`` alive for as long as the call needs its buffer.
+                c_args.append(from_buffer(buffer_type, value))
+                c_args.extend(value.shape)
+        return c_args
+
+    def _plan(self, sizes: tuple) -> tuple[tuple, int]:
+        """(result dims, scratch bytes) for ``sizes``, after checking the size constraints."""
+        plan = self._plans.get(sizes)
+        if plan is not None:
+            return plan
+        failed = self._check_sizes(*sizes)
+        if failed:
+            raise self._constraint_error(failed, sizes)
+        dims_out = self._ffi.new(self._dims_type, max(self._result_rank, 1))
+        self._shape(dims_out, *sizes)
+        dims = tuple(dims_out[i] for i in range(self._result_rank))
+        nbytes = self._scratch_bytes(*sizes)
+        if any(d < 0 for d in dims) or nbytes < 0:
+            raise RuntimeError(f"{self.interface.name}: the shape or scratch function returned a "
+                               f"negative size for sizes {self._show_sizes(sizes)}")
+        if len(self._plans) >= _MEMO_LIMIT:
+            self._plans.clear()
+        plan = self._plans[sizes] = (dims, nbytes)
+        return plan
+
+    def _show_sizes(self, sizes: tuple) -> str:
+        return ", ".join(f"{s.symbol}={v}" for s, v in zip(self.interface.sizes, sizes))
+
+    def _constraint_error(self, failed: int, sizes: tuple) -> Exception:
+        constraints = self.interface.constraints
+        if not 1 <= failed <= len(constraints):
+            return RuntimeError(f"{self.interface.name}: size check returned {failed}, "
+                                f"which names no constraint")
+        constraint = constraints[failed - 1]
+        return ValueError(f"{self.interface.name}: argument '{constraint.param}': {constraint.message}"
+                          f" (sizes: {self._show_sizes(sizes)})")
+
+    def _scratch(self, nbytes: int):
+        """An aligned pointer to at least ``nbytes`` of scratch, reused across this thread's calls."""
+        local = self._per_thread
+        capacity = getattr(local, "capacity", -1)
+        if capacity < nbytes:
+            capacity = max(nbytes, 2 * capacity, SCRATCH_ALIGN)
+            buffer = np.empty(capacity + SCRATCH_ALIGN - 1, dtype=np.uint8)
+            address = -(-buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            local.buffer, local.capacity = buffer, capacity
+            local.pointer = self._ffi.cast("void *", address)
+        return local.pointer
+
+    def _raise_status(self, status: int):
+        what = STATUS.get(status, f"unknown status {status}")
+        message = f"{self.interface.name}: {what}"
+        if status == 1:
+            raise IndexError(message)
+        if status == 2:
+            raise ZeroDivisionError(message)
+        if status == 3:
+            raise ValueError(message)
+        raise RuntimeError(message)
+
+    # -- public
+    def call(self, *args):
+        """Run the kernel: a numpy array for an array result, else a Python float/int/bool."""
+        c_args = self._c_args(args)
+        dims, nbytes = self._plan(self._size_getter(c_args))
+        scratch = self._scratch(nbytes)
+        if self._result_rank:
+            result = np.empty(dims, dtype=self._result_dtype)
+            status = self._kernel(scratch, self._ffi.from_buffer(self._result_type, result), *c_args)
+            if status:
+                self._raise_status(status)
+            return result
+        out = self._ffi.new(self._result_type)
+        status = self._kernel(scratch, out, *c_args)
+        if status:
+            self._raise_status(status)
+        return out[0]
+
+    __call__ = call
+
+    def scratch_bytes(self, *args) -> int:
+        """The arena bytes a call with ``args`` needs (after the same checks), without running it."""
+        return self._plan(self._size_getter(self._c_args(args)))[1]
+
+    def plan_for_sizes(self, sizes: dict) -> tuple[tuple, int]:
+        """(result dims, scratch bytes) for the size symbols' values ``sizes`` (a dict by symbol),
+        after checking the kernel's size constraints (``ValueError``)."""
+        return self._plan(tuple(sizes[s.symbol] for s in self.interface.sizes))
+
+    def result_dims(self, *args) -> tuple:
+        """The dims of the result of a call with ``args``, without running it."""
+        return self._plan(self._size_getter(self._c_args(args)))[0]
+
+
+def _size_getter(interface: KernelInterface):
+    """A function from the argument list of ``K`` (after ``out``) to the kernel's sizes tuple:
+    every size is one of those arguments, an array's dim or a Card parameter's value."""
+    position, positions = 0, {}
+    for pname, ty in interface.params:
+        if rank(ty):
+            positions.update({(pname, k): position + 1 + k for k in range(rank(ty))})
+            position += 1 + rank(ty)
+        else:
+            positions[(pname, None)] = position
+            position += 1
+    picks = [positions[(s.param, s.dim)] for s in interface.sizes]
+    if len(picks) >= 2:
+        return operator.itemgetter(*picks)
+    if len(picks) == 1:
+        pick = picks[0]
+        return lambda c_args: (c_args[pick],)
+    return lambda c_args: ()

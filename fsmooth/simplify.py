@@ -1,0 +1,231 @@
+"""F̃ simplification before DPS: inlining of helpers and lambdas, then (almost-)ANF.
+
+Two passes per kernel, sharing one supply of fresh names (unique in the kernel,
+readable: ``x``, ``x_1``, ...):
+
+1. ``inline``: normalisation by evaluation over a closure environment.  A function
+   value (a lambda, a let-bound lambda, a function argument of a helper) is kept as a
+   ``_Closure`` of its unprocessed body and environment; applying it processes the
+   body again with fresh binders, so every inlined copy is renamed apart.  Arguments
+   that are not atoms are let-bound first (call-by-value: each evaluated once, in
+   order).  Calls of helper kernels are applications of closures over the empty
+   environment; calls of other kernels stay ``Call``s.
+2. ``anf``: operands of ``PrimApp``, ``Call``, ``App``, ``Get``, ``Length``, the size of
+   ``Build`` and the init/count of ``Ifold`` become atoms, with let-bound temporaries
+   ``tmp``.  The branches of ``If`` and the bodies of build/ifold lambdas stay nested
+   expressions, so no work moves out of a branch or a loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import core
+from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var
+from .errors import CompileError
+from .types import FunT
+
+
+class NameSupply:
+    """Fresh names, unique within one kernel."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken)
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+
+@dataclass(frozen=True)
+class _Closure:
+    params: tuple
+    body: Expr
+    env: dict
+    loc: object
+
+
+@dataclass(frozen=True)
+class _KernelRef:
+    """A non-helper kernel used as a function value: applying it stays a ``Call``."""
+
+    name: str
+    result: object
+
+
+# ----------------------------------------------------------------------------- inlining
+
+class _Inliner:
+    def __init__(self, program: core.Program, names: NameSupply):
+        self.program = program
+        self.names = names
+
+    def expr(self, e: Expr, env: dict) -> Expr:
+        match e:
+            case Var(name):
+                value = env.get(name, e)
+                if isinstance(value, Var):
+                    return Var(value.name, value.ty, e.loc)
+                if isinstance(value, Lit):
+                    return value
+                raise CompileError(f"function '{name}' can only be called here, not used as a value", e.loc)
+            case Lit():
+                return e
+            case PrimApp(op, args, ty):
+                return PrimApp(op, tuple(self.expr(a, env) for a in args), ty, e.loc)
+            case If(c, a, b, ty):
+                return If(self.expr(c, env), self.expr(a, env), self.expr(b, env), ty, e.loc)
+            case Let(name, rhs, body, ty):
+                if isinstance(rhs.ty, FunT):
+                    return self.expr(body, {**env, name: self.function(rhs, env)})
+                fresh = self.names.fresh(name)
+                rhs2 = self.expr(rhs, env)
+                return Let(fresh, rhs2, self.expr(body, {**env, name: Var(fresh, rhs.ty, e.loc)}), ty, e.loc)
+            case Lam():
+                raise CompileError("a function can only be called or passed to a function here", e.loc)
+            case Call(fn, args):
+                return self.apply(self.kernel(fn), args, env, e.loc)
+            case App(fn, args):
+                return self.apply(self.function(fn, env), args, env, e.loc)
+            case Build(size, fn, ty):
+                return Build(self.expr(size, env), self.lam(self.function(fn, env)), ty, e.loc)
+            case Ifold(fn, init, count, ty):
+                lam = self.lam(self.function(fn, env))
+                return Ifold(lam, self.expr(init, env), self.expr(count, env), ty, e.loc)
+            case Length(arr, ty):
+                return Length(self.expr(arr, env), ty, e.loc)
+            case Get(arr, idx, ty):
+                return Get(self.expr(arr, env), self.expr(idx, env), ty, e.loc)
+        raise AssertionError(e)
+
+    def function(self, e: Expr, env: dict) -> _Closure:
+        """The closure a function-typed expression denotes (known at compile time)."""
+        match e:
+            case Lam(params, body):
+                return _Closure(params, body, env, e.loc)
+            case Var(name) if isinstance(env.get(name), (_Closure, _KernelRef)):
+                return env[name]
+            case Var(name) if name in self.program.kernels:
+                return self.kernel(name)
+        raise CompileError("this function is not known at compile time", e.loc)
+
+    def kernel(self, name: str) -> _Closure | _KernelRef:
+        k = self.program.kernels[name]
+        if k.is_helper:
+            return _Closure(k.params, k.body, {}, k.loc)
+        return _KernelRef(name, k.result)
+
+    def apply(self, f: _Closure | _KernelRef, args, env: dict, loc) -> Expr:
+        """β-reduction: bind each parameter to its argument, then process the body."""
+        if isinstance(f, _KernelRef):
+            return Call(f.name, tuple(self.expr(a, env) for a in args), f.result, loc)
+        if len(args) != len(f.params):
+            raise CompileError(f"expected {len(f.params)} arguments, got {len(args)}", loc)
+        inner = dict(f.env)
+        lets = []
+        for (pname, pty), arg in zip(f.params, args):
+            if isinstance(pty, FunT):
+                inner[pname] = self.function(arg, env)
+                continue
+            value = self.expr(arg, env)
+            if core.is_atom(value):
+                inner[pname] = value
+            else:
+                fresh = self.names.fresh(pname)
+                lets.append((fresh, value))
+                inner[pname] = Var(fresh, pty, arg.loc)
+        body = self.expr(f.body, inner)
+        for name, value in reversed(lets):
+            body = Let(name, value, body, body.ty, loc)
+        return body
+
+    def lam(self, f: _Closure | _KernelRef) -> Lam:
+        """A closure instantiated as a lambda with fresh parameter names (for build/ifold)."""
+        if isinstance(f, _KernelRef):
+            k = self.program.kernels[f.name]
+            f = _Closure(k.params, Call(f.name, tuple(Var(n, t) for n, t in k.params), k.result), {}, k.loc)
+        params = tuple((self.names.fresh(n), t) for n, t in f.params)
+        env = {**f.env, **{n: Var(fresh, t, f.loc) for (n, t), (fresh, _) in zip(f.params, params)}}
+        body = self.expr(f.body, env)
+        return Lam(params, body, FunT(tuple(t for _, t in params), body.ty), f.loc)
+
+
+# ----------------------------------------------------------------------------- ANF
+
+class _Anf:
+    def __init__(self, names: NameSupply):
+        self.names = names
+
+    def expr(self, e: Expr) -> Expr:
+        """``e`` in ANF, its bindings nested in front of it."""
+        bindings, result = self.split(e)
+        for name, rhs in reversed(bindings):
+            result = Let(name, rhs, result, result.ty, rhs.loc)
+        return result
+
+    def split(self, e: Expr) -> tuple[list, Expr]:
+        """(let bindings in order, the final expression whose operands are atoms)."""
+        match e:
+            case Var() | Lit():
+                return [], e
+            case PrimApp(op, args, ty):
+                bs, atoms = self.atoms(args)
+                return bs, PrimApp(op, atoms, ty, e.loc)
+            case Call(fn, args, ty):
+                bs, atoms = self.atoms(args)
+                return bs, Call(fn, atoms, ty, e.loc)
+            case Get(arr, idx, ty):
+                bs, (a, i) = self.atoms((arr, idx))
+                return bs, Get(a, i, ty, e.loc)
+            case Length(arr, ty):
+                bs, (a,) = self.atoms((arr,))
+                return bs, Length(a, ty, e.loc)
+            case If(c, a, b, ty):
+                bs, (c2,) = self.atoms((c,))
+                return bs, If(c2, self.expr(a), self.expr(b), ty, e.loc)
+            case Let(name, rhs, body):
+                bs, rhs2 = self.split(rhs)
+                bs_body, result = self.split(body)
+                return bs + [(name, rhs2)] + bs_body, result
+            case Build(size, fn, ty):
+                bs, (n,) = self.atoms((size,))
+                return bs, Build(n, self.lam(fn), ty, e.loc)
+            case Ifold(fn, init, count, ty):
+                bs, (z, n) = self.atoms((init, count))
+                return bs, Ifold(self.lam(fn), z, n, ty, e.loc)
+        raise AssertionError(f"not expected after inlining: {e!r}")
+
+    def lam(self, f: Expr) -> Lam:
+        assert isinstance(f, Lam), f
+        return Lam(f.params, self.expr(f.body), f.ty, f.loc)
+
+    def atoms(self, es) -> tuple[list, tuple]:
+        bindings, atoms = [], []
+        for e in es:
+            bs, value = self.split(e)
+            bindings += bs
+            if core.is_atom(value):
+                atoms.append(value)
+            else:
+                name = self.names.fresh("tmp")
+                bindings.append((name, value))
+                atoms.append(Var(name, value.ty, value.loc))
+        return bindings, tuple(atoms)
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def simplify_kernel(program: core.Program, k: core.KernelDef) -> core.KernelDef:
+    names = NameSupply(n for n, _ in k.params)
+    env = {n: Var(n, t, k.loc) for n, t in k.params}
+    inlined = _Inliner(program, names).expr(k.body, env)
+    return core.KernelDef(k.name, k.params, k.result, _Anf(names).expr(inlined), k.loc)
+
+
+def simplify_program(p: core.Program) -> core.Program:
+    """Inline helpers and lambdas, rename apart, convert to ANF; helper kernels are dropped."""
+    kernels = {name: simplify_kernel(p, k) for name, k in p.kernels.items() if not k.is_helper}
+    return core.Program(kernels, p.entry)

@@ -1,0 +1,157 @@
+"""Partial evaluation of Shape-F̃ (DPS paper §3.5) over symbolic sizes.
+
+Every size a kernel can see is a sympy symbol: dimension k of array parameter ``a`` is
+``a_dk``, a Card parameter ``n`` is ``n``; both are nonnegative integers.  Evaluating a
+shape expression with the parameters' shapes bound to these symbols inlines every shape
+function, β-reduces and folds constants: what is left is a shape value whose
+cardinalities are polynomials (and floor/Mod/Min/Max) over the size symbols.  This is
+where the shape checks of Fig. 8 happen (S-If, S-Ifold, static build sizes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from fsmooth.errors import CompileError
+from fsmooth.types import ArrayT, Card, Type, rank
+
+from .ir import (CARD_OPS, CIRC, Circ, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet,
+                 SPair, SSnd, SVar, VecShape, show_value)
+
+
+def size_symbol(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def param_shape(name: str, ty: Type):
+    """The symbolic shape of a parameter: a_d0.. for an array, the symbol n for a Card n."""
+    if isinstance(ty, ArrayT):
+        v = CIRC
+        for k in reversed(range(rank(ty))):
+            v = VecShape(size_symbol(f"{name}_d{k}"), v)
+        return v
+    if ty == Card:
+        return size_symbol(name)
+    return CIRC
+
+
+def shape_symbols(v) -> tuple:
+    """The size symbols a parameter's shape introduces, outermost first."""
+    if isinstance(v, VecShape):
+        return (v.card, *shape_symbols(v.elem))
+    if isinstance(v, sympy.Symbol):
+        return (v,)
+    return ()
+
+
+@dataclass(frozen=True)
+class Closure:
+    params: tuple
+    body: SExpr
+    env: dict
+
+
+def is_card(v) -> bool:
+    return isinstance(v, sympy.Basic)
+
+
+def equal(a, b) -> bool:
+    """Shape equality, deciding cardinalities by sympy (≅ of Fig. 8)."""
+    match a, b:
+        case Circ(), Circ():
+            return True
+        case VecShape(c1, e1), VecShape(c2, e2):
+            return equal(c1, c2) and equal(e1, e2)
+        case sympy.Basic(), sympy.Basic():
+            return a == b or sympy.simplify(a - b) == 0
+    return False
+
+
+def evaluate(s: SExpr, env: dict):
+    match s:
+        case SVar(name):
+            return env[name]
+        case SCirc():
+            return CIRC
+        case SCard(value):
+            return value
+        case SPair(card, elem, loc):
+            n = evaluate(card, env)
+            if not is_card(n):
+                raise CompileError("the size of build must be computable from the input sizes, "
+                                   "not from the data", loc)
+            return VecShape(n, evaluate(elem, env))
+        case SFst(arg):
+            return evaluate(arg, env).card
+        case SSnd(arg):
+            return evaluate(arg, env).elem
+        case SCardOp(op, args):
+            values = [evaluate(a, env) for a in args]
+            if not all(is_card(v) for v in values):
+                return CIRC  # a Card computed from data: known only at run time
+            return CARD_OPS[op][1](*values)
+        case SLet(name, rhs, body):
+            return evaluate(body, {**env, name: evaluate(rhs, env)})
+        case SLam(params, body):
+            return Closure(params, body, env)
+        case SApp(fn, args):
+            f = evaluate(fn, env)
+            values = [evaluate(a, env) for a in args]
+            return evaluate(f.body, {**f.env, **dict(zip(f.params, values))})
+        case SIf(then, orelse, loc):
+            a, b = evaluate(then, env), evaluate(orelse, env)
+            if equal(a, b):
+                return a
+            if _scalar(a) and _scalar(b):
+                return CIRC  # a Card chosen at run time
+            raise CompileError(f"the branches of this conditional have different shapes: "
+                               f"{show_value(a)} and {show_value(b)}", loc)
+        case SIfold(fn, init, loc):
+            f, z = evaluate(fn, env), evaluate(init, env)
+            step = evaluate(f.body, {**f.env, **dict(zip(f.params, (z, CIRC)))})
+            if equal(step, z):
+                return z
+            if _scalar(step) and _scalar(z):
+                return CIRC
+            raise CompileError(f"the state of this ifold changes shape: from {show_value(z)} "
+                               f"to {show_value(step)}", loc)
+    raise AssertionError(s)
+
+
+def _scalar(v) -> bool:
+    return isinstance(v, Circ) or is_card(v)
+
+
+def reify(value, params: dict) -> SExpr:
+    """A shape value as a Shape-F̃ expression over the parameters' shapes (§3.5 form).
+
+    ``params`` maps each parameter shape's name (``v_shp``) to its symbolic value."""
+    for name, pv in params.items():
+        if isinstance(value, VecShape) and equal(value, pv):
+            return SVar(name)
+    match value:
+        case Circ():
+            return SCirc()
+        case VecShape(card, elem):
+            return SPair(reify(card, params), reify(elem, params))
+        case sympy.Symbol():
+            for name, pv in params.items():
+                path = _path_to(value, pv, SVar(name))
+                if path is not None:
+                    return path
+            return SCard(value)
+        case sympy.Basic():
+            return SCard(value)
+    raise AssertionError(value)
+
+
+def _path_to(symbol, pv, at: SExpr):
+    match pv:
+        case sympy.Symbol() if pv == symbol:
+            return at
+        case VecShape(card, elem):
+            if card == symbol:
+                return SFst(at)
+            return _path_to(symbol, elem, SSnd(at))
+    return None

@@ -1,0 +1,168 @@
+"""``python -m fsmooth``: explain, mem, demo, and its error reporting (one message, exit 1)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def fsmooth(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "fsmooth", *args], env=env, cwd=cwd or REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def needs_pipeline():
+    for module in ("fsmooth.frontend", "fsmooth.simplify", "shape.translate", "dps.translate",
+                   "dps.simplify", "dpia.translate", "dpia.codegen_c"):
+        pytest.importorskip(module)
+
+
+KERNELS = textwrap.dedent("""
+    import fsmooth as fs
+    from fsmooth import Array, Double, build, length
+
+    @fs.kernel
+    def add(a: Array[Double], b: Array[Double]) -> Array[Double]:
+        return build(length(a), lambda i: a[i] + b[i])
+
+    @fs.kernel
+    def norm_of_sum(a: Array[Double], b: Array[Double]) -> Double:
+        s = add(a, b)
+        return fs.sqrt(fs.ifold(lambda acc, i: acc + s[i] * s[i], 0.0, length(s)))
+
+    @fs.kernel
+    def looping(a: Array[Double]) -> Double:
+        total = 0.0
+        for x in a:
+            total = total + x
+        return total
+
+    not_a_kernel = 3
+""")
+
+
+@pytest.fixture
+def kernels_file(tmp_path) -> pathlib.Path:
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNELS)
+    return path
+
+
+# ----------------------------------------------------------------------------- errors
+
+def _fails_cleanly(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+def test_missing_file(tmp_path):
+    _fails_cleanly(fsmooth("explain", f"{tmp_path}/absent.py:f"), "no such file")
+
+
+def test_missing_kernel_lists_the_kernels(kernels_file):
+    _fails_cleanly(fsmooth("mem", f"{kernels_file}:nope"), "no kernel 'nope'", "add", "norm_of_sum")
+
+
+def test_not_a_kernel(kernels_file):
+    _fails_cleanly(fsmooth("explain", f"{kernels_file}:not_a_kernel"), "not an @fsmooth.kernel")
+
+
+def test_target_without_kernel_name(kernels_file):
+    _fails_cleanly(fsmooth("explain", str(kernels_file)), "FILE.py:KERNEL")
+
+
+def test_file_that_fails_to_import(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import fsmooth\nraise RuntimeError('boom at import')\n")
+    _fails_cleanly(fsmooth("explain", f"{path}:f"), "cannot import", "boom at import")
+
+
+def test_file_with_a_syntax_error(tmp_path):
+    path = tmp_path / "bad_syntax.py"
+    path.write_text("def f(:\n")
+    _fails_cleanly(fsmooth("explain", f"{path}:f"), "SyntaxError")
+
+
+def test_unknown_stage_is_an_argparse_error(kernels_file):
+    result = fsmooth("explain", f"{kernels_file}:add", "--stage", "llvm")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_compile_error_prints_location_without_traceback(kernels_file):
+    pytest.importorskip("fsmooth.frontend")
+    result = fsmooth("explain", f"{kernels_file}:looping", "--stage", "core")
+    _fails_cleanly(result, f"{kernels_file}:", "error:", "for x in a:")
+
+
+# ----------------------------------------------------------------------------- explain
+
+@pytest.mark.parametrize("stage", ["core", "anf", "shape", "dps", "dpia", "c"])
+def test_explain_each_stage(kernels_file, stage):
+    needs_pipeline()
+    result = fsmooth("explain", f"{kernels_file}:norm_of_sum", "--stage", stage)
+    assert result.returncode == 0, result.stderr
+    assert "norm_of_sum" in result.stdout
+    assert "object at 0x" not in result.stdout  # a printer ran, not the default repr
+    if stage == "core":
+        assert "build" in result.stdout and "ifold" in result.stdout
+    if stage == "c":
+        assert "int norm_of_sum(" in result.stdout and "norm_of_sum_scratch_bytes" in result.stdout
+
+
+def test_explain_all_stages_by_module_name():
+    needs_pipeline()
+    result = fsmooth("explain", "fsmooth.examples:f")
+    assert result.returncode == 0, result.stderr
+    headers = [line for line in result.stdout.splitlines() if line.startswith("== ")]
+    assert headers == [f"== {s} ==" for s in ("core", "anf", "shape", "dps", "dpia", "c")]
+
+
+# ----------------------------------------------------------------------------- mem
+
+def test_mem_formula_and_value(kernels_file):
+    needs_pipeline()
+    formula = fsmooth("mem", f"{kernels_file}:norm_of_sum")
+    assert formula.returncode == 0, formula.stderr
+    assert "scratch bytes:" in formula.stdout and "a_d0" in formula.stdout
+    valued = fsmooth("mem", f"{kernels_file}:norm_of_sum", "--size", "a_d0=100", "--size", "b_d0=100")
+    assert valued.returncode == 0, valued.stderr
+    assert "with a_d0=100, b_d0=100:" in valued.stdout and "result dims ()" in valued.stdout
+    assert int(valued.stdout.split("scratch ")[-1].split()[0]) >= 0
+    assert "warning" not in valued.stdout  # the formula and the compiled scratch function agree
+
+
+def test_mem_rejects_bad_sizes(kernels_file):
+    needs_pipeline()
+    target = f"{kernels_file}:norm_of_sum"
+    _fails_cleanly(fsmooth("mem", target, "--size", "q=1"), "no size 'q'", "a_d0")
+    _fails_cleanly(fsmooth("mem", target, "--size", "a_d0=x"), "not an integer")
+    _fails_cleanly(fsmooth("mem", target, "--size", "a_d0=-1"), ">= 0")
+    _fails_cleanly(fsmooth("mem", target, "--size", "a_d0=3"), "missing: b_d0")
+    _fails_cleanly(fsmooth("mem", target, "--size", "a_d0=3", "--size", "b_d0=2"), "'b'")
+
+
+# ----------------------------------------------------------------------------- demo
+
+def test_demo(tmp_path):
+    needs_pipeline()
+    c_path = tmp_path / "f.c"
+    result = fsmooth("demo", "--sizes", "1", "7", "--write-c", str(c_path))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] in (["1"], ["7"])]
+    assert len(rows) == 2
+    for n, compiled, reference, difference, scratch in rows:
+        assert abs(float(compiled) - float(reference)) <= 1e-12 * max(1.0, abs(float(reference)))
+        assert float(difference) <= 1e-12 * max(1.0, abs(float(reference)))
+        assert int(scratch) >= 0
+    assert "int f(" in c_path.read_text()

@@ -1,0 +1,247 @@
+"""Every exported kernel of ``tests/corpus``: its reference semantics against an independent
+numpy version, and its compiled C against the reference, over several sizes (1 included)."""
+from __future__ import annotations
+
+import collections.abc
+import typing
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import fsmooth as fs
+from corpus import ba, gmm, image, iterate, linalg, ml
+from fsmooth.types import ArrayT, NUMPY_DTYPE, element_scalar
+
+MODULES = (linalg, ba, gmm, image, ml, iterate)
+
+# Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
+# contractions), not for a wrong index or a wrong formula.
+DOUBLE = dict(rtol=1e-9, atol=1e-12)
+FLOAT = dict(rtol=2e-5, atol=1e-7)  # f32 code against a reference that partly rounds to f64
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: fs.Kernel
+    make_args: Callable  # (rng, variant) -> tuple of arguments
+    variants: tuple  # sizes, or for fixed-size kernels a scale of the data
+    single_precision: bool = False
+
+    @property
+    def oracle(self) -> Callable:
+        return getattr(_module_of(self.kernel), f"np_{self.kernel.name}")
+
+    @property
+    def tol(self) -> dict:
+        return FLOAT if self.single_precision else DOUBLE
+
+
+def _module_of(k: fs.Kernel):
+    return next(m for m in MODULES if getattr(m, k.name, None) is k)
+
+
+def vec(rng, n, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=n)
+
+
+def mat(rng, rows, cols, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=(rows, cols))
+
+
+def rotation(rng, angle):
+    axis = rng.normal(size=3)
+    return axis / np.linalg.norm(axis) * angle
+
+
+def camera(rng, angle):
+    # Points are drawn in front of the camera (see `point`), so the perspective division is safe.
+    return np.concatenate([rotation(rng, angle), rng.uniform(-0.5, 0.5, 3), [rng.uniform(0.5, 2.0)],
+                           rng.uniform(-0.2, 0.2, 2), rng.uniform(-0.1, 0.1, 2)])
+
+
+def point(rng):
+    return np.array([rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0), rng.uniform(4.0, 8.0)])
+
+
+def reprojection_args(rng, sizes):
+    cams, points, nobs = sizes
+    obs = np.stack([rng.integers(0, cams, nobs), rng.integers(0, points, nobs)], axis=1)
+    return (np.stack([camera(rng, 0.3) for _ in range(cams)]),
+            np.stack([point(rng) for _ in range(points)]), rng.uniform(0.5, 1.5, nobs),
+            obs.astype(np.int64), rng.uniform(-1.0, 1.0, (nobs, 2)))
+
+
+def gmm_args(rng, sizes):
+    n, k, d = sizes
+    return vec(rng, k), mat(rng, k, d), mat(rng, k, d, -0.5, 0.5), mat(rng, n, d)
+
+
+def slice_args(rng, n):
+    start = int(rng.integers(0, n))
+    return vec(rng, n), start, int(rng.integers(start, n))
+
+
+VECTOR_SIZES = (1, 2, 5, 17)
+MATRIX_SIZES = ((1, 1), (1, 4), (3, 1), (3, 5), (6, 7))
+ANGLES = (0.0, 1e-3, 0.7, 3.0)  # 0 takes the zero-angle branch of Rodrigues' formula
+
+CASES = [
+    # linalg: the DPS paper's Fig. 3
+    Case(linalg.vector_range, lambda rng, n: (n,), VECTOR_SIZES),
+    Case(linalg.vector_add, lambda rng, n: (vec(rng, n), vec(rng, n)), VECTOR_SIZES),
+    Case(linalg.vector_emul, lambda rng, n: (vec(rng, n), vec(rng, n)), VECTOR_SIZES),
+    Case(linalg.vector_smul, lambda rng, n: (vec(rng, n), float(rng.normal())), VECTOR_SIZES),
+    Case(linalg.vector_sum, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(linalg.vector_dot, lambda rng, n: (vec(rng, n), vec(rng, n)), VECTOR_SIZES),
+    Case(linalg.vector_norm, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(linalg.vector_slice, slice_args, VECTOR_SIZES),
+    Case(linalg.matrix_rows, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(linalg.matrix_cols, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(linalg.matrix_add, lambda rng, s: (mat(rng, *s), mat(rng, *s)), MATRIX_SIZES),
+    Case(linalg.matrix_smul, lambda rng, s: (mat(rng, *s), float(rng.normal())), MATRIX_SIZES),
+    Case(linalg.matrix_transpose, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(linalg.matrix_mul, lambda rng, s: (mat(rng, *s), mat(rng, s[1], s[0] + 2)), MATRIX_SIZES),
+    Case(linalg.matrix_vector_mul, lambda rng, s: (mat(rng, *s), vec(rng, s[1])), MATRIX_SIZES),
+    Case(linalg.vector_outer_prod, lambda rng, s: (vec(rng, s[0]), vec(rng, s[1])), MATRIX_SIZES),
+    Case(linalg.f, lambda rng, n: (vec(rng, n), vec(rng, n)), VECTOR_SIZES),
+    # ba: ADBench's bundle-adjustment projection
+    Case(ba.dot3, lambda rng, a: (rotation(rng, a), point(rng)), ANGLES),
+    Case(ba.cross3, lambda rng, a: (rotation(rng, a), point(rng)), ANGLES),
+    Case(ba.rodrigues_rotate_point, lambda rng, a: (rotation(rng, a), point(rng)), ANGLES),
+    Case(ba.radial_distort, lambda rng, a: (rng.uniform(-0.1, 0.1, 2), vec(rng, 2, -a, a)), ANGLES),
+    Case(ba.project, lambda rng, a: (camera(rng, a), point(rng)), ANGLES),
+    Case(ba.reprojection_error,
+         lambda rng, a: (camera(rng, a), point(rng), float(rng.uniform(0.5, 1.5)), vec(rng, 2)),
+         ANGLES),
+    Case(ba.reprojection_errors, reprojection_args, ((1, 1, 1), (2, 3, 5), (3, 7, 11))),
+    # gmm: log-likelihood with logsumexp
+    Case(gmm.array_sum, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(gmm.array_max, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(gmm.sqnorm, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    # 700 is beyond exp's range: only the max-subtracted form survives it
+    Case(gmm.logsumexp, lambda rng, n: (vec(rng, n, 690.0, 710.0),), VECTOR_SIZES),
+    Case(gmm.component_terms, lambda rng, s: gmm_args(rng, (1, *s))[:3] + (vec(rng, s[1]),),
+         MATRIX_SIZES),
+    Case(gmm.gmm_objective, gmm_args, ((1, 1, 1), (5, 3, 2), (9, 4, 3))),
+    # image: blurs with clamped borders
+    Case(image.clamp, lambda rng, n: (int(rng.integers(-3, n + 3)), n), VECTOR_SIZES),
+    Case(image.pixel, lambda rng, s: (mat(rng, *s), int(rng.integers(-2, s[0] + 2)),
+                                      int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES),
+    Case(image.box_blur3, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(image.blur_rows, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(image.blur_cols, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(image.gaussian_blur3, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    # ml
+    Case(ml.vmax, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(ml.vsum, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(ml.softmax, lambda rng, n: (vec(rng, n, -50.0, 800.0),), VECTOR_SIZES),
+    Case(ml.softmax_rows, lambda rng, s: (mat(rng, *s, -20.0, 20.0),), MATRIX_SIZES),
+    Case(ml.dense_relu, lambda rng, s: (mat(rng, *s), vec(rng, s[0]), vec(rng, s[1])),
+         MATRIX_SIZES),
+    Case(ml.vmax_f32, lambda rng, n: (vec(rng, n).astype(np.float32),), VECTOR_SIZES, True),
+    Case(ml.vsum_f32, lambda rng, n: (vec(rng, n, 0.0, 1.0).astype(np.float32),), VECTOR_SIZES,
+         True),
+    Case(ml.softmax_f32, lambda rng, n: (vec(rng, n, -20.0, 20.0).astype(np.float32),),
+         VECTOR_SIZES, True),
+    # iterate: ifold over an array state
+    Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
+    Case(iterate.jacobi, lambda rng, n: (vec(rng, n), 0), (1, 3)),
+]
+
+def _show(variant) -> str:
+    return "x".join(map(str, variant)) if isinstance(variant, tuple) else str(variant)
+
+
+PARAMS = [pytest.param(case, variant, id=f"{_module_of(case.kernel).__name__.split('.')[-1]}."
+                                        f"{case.kernel.name}-{_show(variant)}-{i}")
+          for i, case in enumerate(CASES) for variant in case.variants]
+
+
+def arguments(case: Case, variant) -> tuple:
+    seed = zlib.crc32(f"{case.kernel.name}/{variant}".encode())
+    return case.make_args(np.random.default_rng(seed), variant)
+
+
+def _is_helper(k: fs.Kernel) -> bool:
+    return any(typing.get_origin(t) is collections.abc.Callable
+               for t in typing.get_type_hints(k.fn).values())
+
+
+def test_every_exported_kernel_is_covered():
+    covered = {case.kernel for case in CASES}
+    for module in MODULES:
+        kernels = [v for v in vars(module).values() if isinstance(v, fs.Kernel)]
+        assert kernels, module.__name__
+        for k in kernels:
+            if _is_helper(k):
+                assert k not in covered, f"{k.name} takes a function: not callable from Python"
+            else:
+                assert k in covered, f"{module.__name__}.{k.name} has no test case"
+                assert callable(getattr(module, f"np_{k.name}", None)), f"np_{k.name} is missing"
+
+
+@pytest.mark.parametrize("case, variant", PARAMS)
+def test_reference_matches_numpy(case: Case, variant):
+    args = arguments(case, variant)
+    expected = case.oracle(*args)
+    got = case.kernel.reference(*args)
+    assert np.shape(got) == np.shape(expected)
+    np.testing.assert_allclose(got, expected, **case.tol)
+
+
+@pytest.mark.parametrize("case, variant", PARAMS)
+def test_compiled_matches_reference(case: Case, variant):
+    args = arguments(case, variant)
+    originals = [np.copy(a) for a in args]
+    expected = case.kernel.reference(*args)
+    got = case.kernel(*args)
+    result_type = typing.get_type_hints(case.kernel.fn)["return"]
+    if isinstance(result_type, ArrayT):
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == NUMPY_DTYPE[element_scalar(result_type)]
+        assert got.shape == np.shape(expected)
+    else:
+        assert isinstance(got, (int, float)) and not isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, expected, **case.tol)
+    np.testing.assert_allclose(got, case.oracle(*args), **case.tol)
+    for before, after in zip(originals, args):
+        np.testing.assert_array_equal(after, before)  # inputs are read, never written
+
+
+# ----------------------------------------------------------------------------- properties
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
+vectors = st.integers(1, 24).flatmap(lambda n: st.tuples(arrays(np.float64, n, elements=finite),
+                                                         arrays(np.float64, n, elements=finite)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(vectors)
+def test_running_example_reference_property(pair):
+    vec1, vec2 = pair
+    np.testing.assert_allclose(linalg.f.reference(vec1, vec2), np.linalg.norm(vec1 + vec2),
+                               rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(vectors)
+def test_running_example_compiled_property(pair):
+    vec1, vec2 = pair
+    np.testing.assert_allclose(linalg.f(vec1, vec2), linalg.f.reference(vec1, vec2), **DOUBLE)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 24).flatmap(lambda n: arrays(np.float64, n, elements=finite)),
+       st.floats(-500.0, 500.0))
+def test_softmax_is_a_distribution_invariant_to_shifts(v, shift):
+    probabilities = ml.softmax(v)
+    assert np.all(probabilities >= 0.0)
+    np.testing.assert_allclose(probabilities.sum(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(ml.softmax(v + shift), probabilities, rtol=1e-9, atol=1e-12)

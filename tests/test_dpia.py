@@ -1,0 +1,159 @@
+"""DPIA: the functional phrases of hand-built DPS kernels, the acceptor/continuation translation
+(its printed form against the paper's), and range-aware index simplification."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import sympy
+
+from dpia import phrases as p
+from dpia.index import simplify_index
+from dpia.translate import TRANSLATIONS, Translation, dpia_program
+from dps import ir as d
+from fsmooth.core import Lit, Var
+from fsmooth.types import Array, Bool, Card, Double, Index
+
+A = Array[Double]
+n, m = sympy.Symbol("n", integer=True, nonnegative=True), sympy.Symbol("m", integer=True, nonnegative=True)
+
+
+def v(name, ty=Double):
+    return Var(name, ty)
+
+
+def kernel(name, params, result, result_dims, body, sizes, scratch=0):
+    prog = d.Program({name: d.Kernel(name, "out", params, result, result_dims, body, sizes, (), scratch)}, name)
+    return dpia_program(prog).kernels[name]
+
+
+def vector_add_body():
+    return d.Build(d.RVar("out"), n, "i",
+                   d.Let("x", d.Get(v("a", A), v("i", Index), Double),
+                         d.Let("y", d.Get(v("b", A), v("i", Index), Double),
+                               d.Prim("add", (v("x"), v("y")), Double), Double), Double), A)
+
+
+def test_vector_add_reads_like_the_paper():
+    k = kernel("vadd", (("a", A, (n,)), ("b", A, (n,))), A, (n,), vector_add_body(), (n,))
+    assert re.fullmatch(r"parfor n out \(λ i (o'?)\. \1 := a\[i\] \+ b\[i\]\)", p.show(k.body))
+    assert p.show(k.functional) == "build n (λ i.\n  a[i] + b[i])"
+    assert p.show_type(k.param_phrases["a"].type) == "exp[n.double]"
+
+
+def test_dot_is_a_new_accumulator_and_a_for():
+    body = d.Ifold(d.Bullet(), "s", "i",
+                   d.Let("x", d.Get(v("a", A), v("i", Index), Double),
+                         d.Prim("add", (v("s"), v("x")), Double), Double),
+                   d.Atom_(Lit(0.0, Double)), n, Double)
+    k = kernel("total", (("a", A, (n,)),), Double, (), body, (n,))
+    text = p.show(k.body)
+    assert text == "new double (λ s.\n  s := 0.0;\n  for n (λ i.\n    s := s + a[i]);\n  out := s)"
+
+
+def test_a_value_used_twice_is_stored_once():
+    body = d.Build(d.RVar("out"), n, "i",
+                   d.Let("x", d.Get(v("a", A), v("i", Index), Double),
+                         d.Prim("mul", (v("x"), v("x")), Double), Double), A)
+    k = kernel("square", (("a", A, (n,)),), A, (n,), body, (n,))
+    assert "new double (λ x.\n" in p.show(k.body)
+    assert p.show(k.body).count("a[i]") == 1
+
+
+def test_no_read_is_moved_past_a_write():
+    # let x = a[0] in (let t = build r ... in x + t[0]): x must be read before the build writes
+    inner = d.Let("t", d.Build(d.RVar("r"), n, "i", d.Atom_(Lit(1.0, Double)), A),
+                  d.Let("t0", d.Get(v("t", A), Lit(0, Index), Double),
+                        d.Prim("add", (v("x"), v("t0")), Double), Double), A, (n,))
+    body = d.Alloc("r", Double, n, d.Let("x", d.Get(v("a", A), Lit(0, Index), Double), inner, Double))
+    text = p.show(kernel("k", (("a", A, (n,)),), Double, (), body, (n,)).body)
+    assert text.index("x := a[0]") < text.index("parfor n r")
+
+
+def jacobi_body():
+    step = d.Build(d.StateDest("x"), n, "i",
+                   d.Let("l", d.Prim("max", (v("i", Index), Lit(1, Index)), Index),
+                         d.Let("xl", d.Get(v("x", A), v("l", Index), Double, checked=True),
+                               d.Prim("add", (v("xl"), Lit(1.0, Double)), Double), Double), Index), A)
+    loop = d.Ifold(d.RVar("out"), "x", "t", step, d.Copy(d.RVar("b0"), v("a", A), n, Double),
+                   v("k", Card), A, ("b0", "b1"))
+    return d.Alloc("b0", Double, n, d.Alloc("b1", Double, n, loop, 8 * n), 0)
+
+
+def _assigned(c: p.Phrase, under_double_buffer=False) -> list:
+    """(acceptor identifier, inside a double buffer) of every assignment in ``c``."""
+    match c:
+        case p.Assign(acc, _):
+            return [(_root(acc), under_double_buffer)]
+        case p.Seq(cmds):
+            return [x for cmd in cmds for x in _assigned(cmd, under_double_buffer)]
+        case p.New(body=body) | p.For(body=body):
+            return _assigned(body, under_double_buffer)
+        case p.ParFor(_, acc, _, out, _, body):
+            return [(_root(acc) if name == out else name, u) for name, u in _assigned(body, under_double_buffer)]
+        case p.DoubleBuffer(body=body, after=after):
+            return _assigned(body, True) + _assigned(after, under_double_buffer)
+        case p.IfCmd(_, a, b):
+            return _assigned(a, under_double_buffer) + _assigned(b, under_double_buffer)
+    return []
+
+
+def _root(acc: p.Phrase) -> str:
+    match acc:
+        case p.Ident(name):
+            return name
+        case p.Idx(arr) | p.Shift(arr):
+            return _root(arr)
+    raise AssertionError(acc)
+
+
+def test_array_state_ifold_is_double_buffered():
+    k = kernel("smooth", (("a", A, (n,)), ("k", Card, ())), A, (n,), jacobi_body(), (n, sympy.Symbol("k")))
+    text = p.show(k.body)
+    assert "newDoubleBuffer b0 b1 (λ x x_next." in text
+    assert "x[max(i, 1)]!" in text  # the checked read survives into imperative DPIA
+    assigned = _assigned(k.body)
+    assert ("x_next", True) in assigned
+    assert all(name != "x" for name, inside in assigned if inside)  # never written while read
+    assert ("b0", False) in assigned and ("out", False) in assigned
+
+
+def test_scalar_condition_goes_through_a_new_variable():
+    body = d.Let("y", d.If(v("c", Bool), d.Atom_(Lit(1.0, Double)), d.Atom_(Lit(2.0, Double)), Double),
+                 d.Prim("mul", (v("y"), v("y")), Double), Double)
+    k = kernel("cond", (("c", Bool, ()),), Double, (), body, ())
+    assert p.show(k.body) == ("new double (λ y.\n  if c then\n    y := 1.0\n  else\n    y := 2.0;\n"
+                              "  out := y * y)")
+
+
+def test_continuation_of_an_unstored_array_is_an_error():
+    build = p.Build(n, "i", p.Literal(1.0, p.Num(Double)), p.Num(Double))
+    with pytest.raises(AssertionError, match="without a region"):
+        Translation().con(build, lambda x: p.Skip())
+
+
+def test_every_functional_primitive_has_both_translations():
+    functional = [p.Ident, p.Literal, p.NatExp, p.ScalarOp, p.Idx, p.Shift, p.Build, p.Ifold, p.Cond,
+                  p.Let, p.Bind, p.Alloc, p.CallExp]
+    assert set(TRANSLATIONS) == set(functional)
+    assert all(len(pair) == 2 and all(callable(f) for f in pair) for pair in TRANSLATIONS.values())
+
+
+def test_data_types():
+    d2 = p.array_data(Double, (n, m))
+    assert p.show_data(d2) == "n.m.double"
+    assert p.elements(d2) == n * m
+    assert p.dims_of(d2) == (n, m)
+    assert p.show_data(p.array_data(Double, (n + 1,))) == "(n + 1).double"
+
+
+def test_index_simplification_uses_loop_ranges():
+    i, j = sympy.symbols("i j", integer=True)
+    ranges = {i: (0, n - 1), j: (0, m - 1)}
+    assert simplify_index(sympy.floor((i * m + j) / m), ranges) == i
+    assert simplify_index(sympy.Mod(i * m + j, m), ranges) == j
+    assert simplify_index(sympy.floor((i * m + j) / m) * m + sympy.Mod(i * m + j, m), ranges) == i * m + j
+    # j may reach m: nothing to prove, nothing removed
+    assert simplify_index(sympy.floor((i * m + j) / m), {i: (0, n - 1), j: (0, m)}).has(sympy.floor)
+    # an unknown variable: nothing removed
+    assert simplify_index(sympy.Mod(i * m + j, m), {i: (0, n - 1)}).has(sympy.Mod)

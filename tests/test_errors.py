@@ -1,0 +1,504 @@
+"""Every program outside the F̃ subset is a CompileError at the offending construct, and nothing else.
+
+Each error kernel marks its offending line with a comment ``# E:<name>``; the test finds the
+line in this file and the column from a snippet of the offending construct on it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import math
+import sys
+import textwrap
+import warnings
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fsmooth as fs
+from fsmooth import Array, Bool, Card, CompileError, Double, Index, build, ifold, kernel, length
+from fsmooth.frontend import parse_program
+
+SCALE = 2.0  # a global that is neither a kernel nor a built-in
+
+
+def not_a_kernel(x):
+    return x
+
+
+# ----------------------------------------------------------------------------- error kernels
+
+@kernel
+def for_loop(a: Array[Double]) -> Double:
+    s = 0.0
+    for i in range(length(a)):  # E:for
+        s = s + a[i]
+    return s
+
+
+@kernel
+def while_loop(n: Card) -> Card:
+    while n > 0:  # E:while
+        n = n - 1
+    return n
+
+
+@kernel
+def direct_recursion(n: Card) -> Card:
+    return 0 if n == 0 else direct_recursion(n - 1)  # E:direct-recursion
+
+
+@kernel
+def ping(n: Card) -> Card:
+    return pong(n)
+
+
+@kernel
+def pong(n: Card) -> Card:
+    return 1 + ping(n)  # E:mutual-recursion
+
+
+@kernel
+def subscript_assignment(a: Array[Double]) -> Array[Double]:
+    a[0] = 1.0  # E:subscript-assignment
+    return a
+
+
+@kernel
+def attribute_assignment(a: Array[Double]) -> Array[Double]:
+    a.flags = 1  # E:attribute-assignment
+    return a
+
+
+@kernel
+def rebinding(x: Double) -> Double:
+    y = x + 1.0
+    y = y * 2.0  # E:rebinding
+    return y
+
+
+@kernel
+def rebinding_parameter(x: Double) -> Double:
+    x = x + 1.0  # E:rebinding-parameter
+    return x
+
+
+@kernel
+def augmented_assignment(x: Double) -> Double:
+    y = x
+    y += 1.0  # E:augmented
+    return y
+
+
+@kernel
+def returns_lambda(x: Double) -> Double:
+    return lambda y: x + y  # E:returns-function
+
+
+@kernel
+def annotated_function_result(x: Double) -> Callable[[Double], Double]:  # E:function-result
+    return x
+
+
+@kernel
+def calls_plain_function(x: Double) -> Double:
+    return not_a_kernel(x)  # E:not-a-kernel
+
+
+@kernel
+def calls_numpy(a: Array[Double]) -> Double:
+    return np.sum(a)  # E:numpy-call
+
+
+@kernel
+def two_args(x: Double, y: Double) -> Double:
+    return x + y
+
+
+@kernel
+def wrong_kernel_arity(x: Double) -> Double:
+    return two_args(x)  # E:kernel-arity
+
+
+@kernel
+def wrong_builtin_arity(x: Double) -> Double:
+    return math.sqrt(x, x)  # E:builtin-arity
+
+
+@kernel
+def double_plus_bool(x: Double, b: Bool) -> Double:
+    return x + b  # E:double-plus-bool
+
+
+@kernel
+def index_with_double(a: Array[Double], x: Double) -> Double:
+    return a[x]  # E:index-double
+
+
+@kernel
+def wrong_result(a: Array[Double]) -> Double:
+    return a  # E:wrong-result
+
+
+@kernel
+def wrong_result_index(x: Double) -> Index:
+    return x * 2.0  # E:wrong-result-index
+
+
+@kernel
+def missing_return(x: Double) -> Double:  # E:missing-return
+    y = x + 1.0
+
+
+@kernel
+def branch_without_return(x: Double) -> Double:
+    if x > 0.0:  # E:branch-return
+        y = x
+    return x
+
+
+@kernel
+def build_index_size(a: Array[Double], i: Index) -> Array[Double]:
+    return build(i, lambda j: a[j])  # E:build-index
+
+
+@kernel
+def ifold_index_count(i: Index) -> Double:
+    return ifold(lambda s, j: s + 1.0, 0.0, i)  # E:ifold-index
+
+
+@kernel
+def reads_global(x: Double) -> Double:
+    return x * SCALE  # E:global
+
+
+@kernel
+def calls_print(x: Double) -> Double:
+    print(x)  # E:print
+    return x
+
+
+@kernel
+def uses_try(x: Double) -> Double:
+    try:  # E:try
+        return x
+    except ValueError:
+        return 0.0
+
+
+@kernel
+def uses_with(x: Double) -> Double:
+    with open("f") as f:  # E:with
+        return x
+
+
+@kernel
+def comprehension(a: Array[Double]) -> Array[Double]:
+    return [a[i] for i in range(length(a))]  # E:comprehension
+
+
+@kernel
+def missing_parameter_annotation(a, n: Card) -> Card:  # E:missing-annotation
+    return n
+
+
+@kernel
+def missing_result_annotation(n: Card):  # E:missing-result-annotation
+    return n
+
+
+@kernel
+def unsupported_annotation(x: float) -> Double:  # E:unsupported-annotation
+    return x
+
+
+@kernel
+def undefined_name(x: Double) -> Double:
+    return x + y_undefined  # E:undefined  # noqa: F821
+
+
+@kernel
+def condition_not_bool(x: Double) -> Double:
+    return x if x else 0.0  # E:condition
+
+
+@kernel
+def lambda_arity(a: Array[Double]) -> Array[Double]:
+    return build(length(a), lambda i, j: a[i])  # E:lambda-arity
+
+
+@kernel
+def slicing(a: Array[Double]) -> Array[Double]:
+    return a[1:]  # E:slice
+
+
+@kernel
+def unicode_columns(α: Double, β: Bool) -> Double:
+    γ = α * 2.0
+    return γ + (γ + β)  # E:unicode
+
+
+@kernel
+def declared_wrong(x: Double) -> Double:
+    y: Index = x  # E:declared
+    return y
+
+
+@kernel
+def keyword_argument(x: Double, y: Double) -> Double:
+    return two_args(x, y=y)  # E:keyword
+
+
+# ----------------------------------------------------------------------------- the checks
+
+SOURCE = open(__file__, encoding="utf-8").read().splitlines()
+
+
+def marked_line(marker: str) -> int:
+    (line,) = [n for n, text in enumerate(SOURCE, 1) if text.rstrip().endswith(f"# E:{marker}")
+               or f"# E:{marker} " in text]
+    return line
+
+
+CASES = [
+    # (kernel, marker, snippet at the reported column, words the message must contain)
+    (for_loop, "for", "for i", ["for-loop"]),
+    (while_loop, "while", "while", ["while-loop"]),
+    (direct_recursion, "direct-recursion", "direct_recursion(n - 1)", ["recursion", "direct_recursion"]),
+    (ping, "mutual-recursion", "ping(n)", ["recursion", "ping → pong → ping"]),
+    (subscript_assignment, "subscript-assignment", "a[0]", ["array element", "immutable"]),
+    (attribute_assignment, "attribute-assignment", "a.flags", ["attribute"]),
+    (rebinding, "rebinding", "y = y", ["rebinding", "y"]),
+    (rebinding_parameter, "rebinding-parameter", "x = x", ["rebinding the parameter x"]),
+    (augmented_assignment, "augmented", "y +=", ["rebinds y"]),
+    (returns_lambda, "returns-function", "lambda", ["returns a function"]),
+    (annotated_function_result, "function-result", "Callable[[Double], Double]:", ["returns a function"]),
+    (calls_plain_function, "not-a-kernel", "not_a_kernel", ["not_a_kernel", "neither"]),
+    (calls_numpy, "numpy-call", "np.sum", ["np.sum", "neither"]),
+    (wrong_kernel_arity, "kernel-arity", "two_args(x)", ["two_args takes 2 arguments", "1 was given"]),
+    (wrong_builtin_arity, "builtin-arity", "math.sqrt(x, x)", ["math.sqrt takes 1 argument"]),
+    (double_plus_bool, "double-plus-bool", "x + b", ["'+'", "Double", "Bool"]),
+    (index_with_double, "index-double", "x]", ["index", "Double"]),
+    (wrong_result, "wrong-result", "a  #", ["Array<Double>", "annotated Double"]),
+    (wrong_result_index, "wrong-result-index", "x * 2.0", ["returns a Double", "annotated Index"]),
+    (missing_return, "missing-return", "def", ["does not end in `return`"]),
+    (branch_without_return, "branch-return", "if", ["must end in `return`"]),
+    (build_index_size, "build-index", "i,", ["build size must be a Card", "Index"]),
+    (ifold_index_count, "ifold-index", "i)", ["ifold count must be a Card", "Index"]),
+    (reads_global, "global", "SCALE", ["SCALE", "neither a kernel nor a built-in"]),
+    (calls_print, "print", "print", ["print"]),
+    (uses_try, "try", "try", ["try"]),
+    (uses_with, "with", "with", ["with"]),
+    (comprehension, "comprehension", "[a[i]", ["comprehension", "build"]),
+    (missing_parameter_annotation, "missing-annotation", "a,", ["parameter a", "no type annotation"]),
+    (missing_result_annotation, "missing-result-annotation", "def", ["no result annotation"]),
+    (unsupported_annotation, "unsupported-annotation", "float", ["unsupported annotation"]),
+    (undefined_name, "undefined", "y_undefined", ["y_undefined", "not defined"]),
+    (condition_not_bool, "condition", "x else", ["must be a Bool", "Double"]),
+    (lambda_arity, "lambda-arity", "lambda i, j", ["2 parameters", "given 1"]),
+    (slicing, "slice", "1:", ["slices"]),
+    (keyword_argument, "keyword", "y=y", ["keyword"]),
+    (unicode_columns, "unicode", "γ + β", ["'+'", "Bool"]),
+    (declared_wrong, "declared", "x  #", ["declared Index", "Double"]),
+]
+
+
+@pytest.mark.parametrize("k, marker, snippet, words", CASES, ids=[c[1] for c in CASES])
+def test_compile_error_is_located(k, marker, snippet, words):
+    with pytest.raises(CompileError) as info:
+        parse_program(k)
+    err = info.value
+    line = marked_line(marker)
+    text = SOURCE[line - 1]
+    assert (err.filename, err.lineno) == (__file__, line), str(err)
+    assert err.col_offset == text.index(snippet), str(err)
+    for word in words:
+        assert word in err.message, err.message
+    rendered = str(err).splitlines()
+    assert rendered[0].startswith(f"{__file__}:{line}:{err.col_offset + 1}: error: ")
+    assert rendered[1] == f"    {text}"
+    assert rendered[2].startswith(" " * (4 + err.col_offset) + "^")
+    assert rendered[2].strip("~ ") == "^"
+
+
+def test_recursion_is_found_from_either_end():
+    with pytest.raises(CompileError) as info:
+        parse_program(pong)
+    assert "pong → ping → pong" in info.value.message
+    assert info.value.lineno == marked_line("mutual-recursion") - 5  # the call pong(n) in ping
+
+
+def test_errors_in_indented_kernels_point_into_the_file():
+    @kernel
+    def nested(a: Array[Double], k: Index) -> Array[Double]:
+        return build(k, lambda j: a[j])  # E:nested
+
+    with pytest.raises(CompileError) as info:
+        parse_program(nested)
+    line = marked_line("nested")
+    assert (info.value.lineno, info.value.col_offset) == (line, SOURCE[line - 1].index("k, lambda"))
+
+
+# ----------------------------------------------------------------------------- fuzzing
+
+_COUNTER = itertools.count()
+
+_HEADER = textwrap.dedent("""\
+    import math
+    from typing import Callable
+    import numpy as np
+    import fsmooth as fs
+    from fsmooth import Array, Bool, Card, Double, Float, Index, build, ifold, kernel, length
+
+
+    @fs.kernel
+    def helper(f: Callable[[Double], Double], x: Double) -> Double:
+        return f(x)
+
+
+    @fs.kernel
+    def other(x: Double, n: Card) -> Double:
+        return x * n
+
+
+    @fs.kernel
+    def k(a: Array[Double], m: Array[Array[Double]], n: Card, i: Index, x: Double, f: Float,
+          b: Bool) -> {result}:
+    """)
+
+
+def _compile_source(source: str, tmp_path):
+    """Import ``source`` as a module and compile its kernel ``k``: only CompileError may escape."""
+    name = f"fuzz_kernel_{next(_COUNTER)}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of the random source
+            spec.loader.exec_module(module)
+        target = module.k
+    except Exception:  # not even Python (or fails at import): not the front end's input
+        return None
+    finally:
+        sys.modules.pop(name, None)
+    if not isinstance(target, fs.Kernel):
+        return None
+    try:
+        program = parse_program(target)
+    except CompileError as err:
+        assert err.loc is not None and err.message
+        return err
+    for definition in program.kernels.values():
+        _assert_typed(definition.body)
+    return program
+
+
+def _assert_typed(e):
+    import dataclasses
+
+    from fsmooth.core import Expr
+
+    assert e.ty is not None and e.loc is not None, e
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, Expr):
+                _assert_typed(item)
+
+
+_NAMES = ["a", "m", "n", "i", "x", "f", "b", "t", "u", "q", "undefined_zz", "SCALE_ZZ", "np", "math", "fs"]
+_CALLEES = ["build", "ifold", "length", "math.sqrt", "fs.exp", "abs", "min", "max", "print", "len",
+            "helper", "other", "k", "np.sum", "float", "fs.floor", "pow"]
+_BINOPS = ["+", "-", "*", "/", "//", "%", "**", "<", "<=", "==", "!=", ">", " and ", " or ", "@", "&", " is ", " in "]
+_ATOMS = st.one_of(
+    st.sampled_from(_NAMES),
+    st.integers(-3, 5).map(str),
+    st.sampled_from(["0.5", "2.0", "True", "False", "None", "'s'", "1j", "99999999999999999999999"]),
+)
+
+
+def _expressions():
+    def extend(inner):
+        return st.one_of(
+            st.tuples(inner, st.sampled_from(_BINOPS), inner).map(lambda t: f"({t[0]}{t[1]}{t[2]})"),
+            st.tuples(st.sampled_from(["-", "not ", "+", "~"]), inner).map(lambda t: f"({t[0]}{t[1]})"),
+            st.tuples(inner, inner).map(lambda t: f"{t[0]}[{t[1]}]"),
+            st.tuples(st.sampled_from(_CALLEES), st.lists(inner, max_size=3))
+            .map(lambda t: f"{t[0]}({', '.join(t[1])})"),
+            st.tuples(st.sampled_from(["t", "u", "i", "t, u", "n"]), inner).map(lambda t: f"(lambda {t[0]}: {t[1]})"),
+            st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} if {t[1]} else {t[2]})"),
+            st.tuples(inner, inner).map(lambda t: f"[{t[0]} for q in {t[1]}]"),
+            inner.map(lambda e: f"{e}.shape"),
+            inner.map(lambda e: f"{e}[1:]"),
+        )
+
+    return st.recursive(_ATOMS, extend, max_leaves=8)
+
+
+def _statements(expr):
+    simple = st.one_of(
+        st.tuples(st.sampled_from(["t", "u", "q", "x", "a[0]", "t.v", "t, u"]), expr).map(lambda t: f"{t[0]} = {t[1]}"),
+        expr.map(lambda e: f"return {e}"),
+        expr.map(lambda e: f"t += {e}"),
+        expr.map(lambda e: f"print({e})"),
+        st.just("pass"),
+    )
+    compound = st.tuples(st.sampled_from(["if {}:", "for q in {}:", "while {}:", "with {}:"]), expr,
+                         st.lists(simple, min_size=1, max_size=2)).map(
+        lambda t: "\n".join([t[0].format(t[1])] + ["    " + s for s in t[2]]))
+    return st.lists(st.one_of(simple, compound), min_size=0, max_size=4)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(result=st.sampled_from(["Double", "Index", "Array[Double]", "Bool", "Float", "Card", "float"]),
+       statements=_statements(_expressions()), final=_expressions())
+def test_random_programs_raise_only_compile_errors(tmp_path, result, statements, final):
+    body = "\n".join(statements + [f"return {final}"])
+    source = _HEADER.format(result=result) + textwrap.indent(body, "    ") + "\n"
+    _compile_source(source, tmp_path)
+
+
+_VALID_BODY = textwrap.indent(textwrap.dedent("""\
+    s = ifold(lambda acc, j: acc + a[j] * m[j][0], 0, length(a))
+    r = build(n, lambda j: helper(lambda y: y * f, 1.0 * j))
+    if b and i < n:
+        return s + r[i] + other(x, n)
+    return math.sqrt(abs(s)) if s > x else fs.exp(-x)
+"""), "    ")
+_VALID = _HEADER.format(result="Double") + _VALID_BODY
+
+
+_WORDS = list(re.finditer(r"[A-Za-z_][A-Za-z_0-9]*|[0-9.]+|[-+*/<>]=?|==", _VALID_BODY))
+_REPLACEMENTS = ["a", "m", "n", "i", "x", "f", "b", "s", "r", "j", "acc", "y", "0", "1", "-1", "0.5", "True",
+                 "length", "build", "ifold", "helper", "other", "k", "math.sqrt", "abs", "+", "/", "//",
+                 "<", "==", "and", "not", "lambda: 0", "a[0]", "m[0]", "(lambda y: y)", "print", "SCALE"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.integers(0, len(_WORDS) - 1), st.sampled_from(_REPLACEMENTS)),
+                      min_size=1, max_size=3, unique_by=lambda e: e[0]))
+def test_mutated_programs_raise_only_compile_errors(tmp_path, edits):
+    """Words of a valid kernel replaced by others: mostly still Python, often not F̃."""
+    body = _VALID_BODY  # the header stays intact, so that the kernel k still exists
+    for word, replacement in sorted(((_WORDS[w], r) for w, r in edits), key=lambda e: -e[0].start()):
+        body = body[:word.start()] + replacement + body[word.end():]
+    _compile_source(_HEADER.format(result="Double") + body, tmp_path)
+
+
+def test_the_unmutated_fuzz_program_compiles(tmp_path):
+    from fsmooth.core import run_kernel
+
+    program = _compile_source(_VALID, tmp_path)
+    assert not isinstance(program, CompileError) and program is not None, program
+    assert set(program.kernels) == {"helper", "other", "k"}
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(4), rng.standard_normal((4, 2)), 3, 2, 0.5, 1.5, True]
+    assert run_kernel(program, "k", args) == pytest.approx(sum(args[0] * args[1][:, 0]) + 2 * 1.5 + 0.5 * 3)
