@@ -39,7 +39,7 @@ def aligned(nbytes):
 
 
 n, m, k = sym("n"), sym("m"), sym("k")
-i, j = sympy.Symbol("i", integer=True), sympy.Symbol("j", integer=True)
+j = sympy.Symbol("j", integer=True)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -358,3 +358,20 @@ def test_everything_under_address_sanitizer():
                             cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
+
+
+def test_corpus_c_is_warning_free(tmp):
+    """The C of every exported kernel of tests/corpus, through the whole pipeline."""
+    import fsmooth as fs
+    from corpus import ba, gmm, image, iterate, linalg, ml
+    from fsmooth.driver import compile_to_c
+
+    kernels = [k for mod in (ba, gmm, image, iterate, linalg, ml) for k in vars(mod).values()
+               if isinstance(k, fs.Kernel) and not k.program().main.is_helper]
+    assert len(kernels) > 20
+    for kern in kernels:
+        src = tmp / f"{kern.name}.c"
+        src.write_text(compile_to_c(kern.program()).source)
+        result = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                                 f"-I{ROOT / 'clib'}", str(src)], capture_output=True, text=True)
+        assert result.returncode == 0, (kern.name, result.stderr)

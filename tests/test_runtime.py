@@ -562,3 +562,50 @@ def test_c_that_does_not_compile_is_reported_with_its_source(tmp_path, monkeypat
         runtime.load_library(broken)
     kept = pathlib.Path(str(info.value).split("its source is ")[-1])
     assert "undeclared_name" in kept.read_text()
+
+
+# ----------------------------------------------------------------------------- real kernels, end to end
+
+@pytest.fixture(scope="module")
+def examples():
+    from fsmooth import examples
+    return examples
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
+def test_running_example_end_to_end(examples, n):
+    rng = np.random.default_rng(n)
+    vec1, vec2 = rng.standard_normal(n), rng.standard_normal(n)
+    assert examples.f(vec1, vec2) == pytest.approx(np.linalg.norm(vec1 + vec2), rel=1e-12, abs=1e-300)
+    assert examples.f(vec1, vec2) == pytest.approx(examples.f.reference(vec1, vec2), rel=1e-12)
+    np.testing.assert_allclose(examples.vector_add(vec1, vec2), vec1 + vec2)
+    assert examples.vector_dot(vec1, vec2) == pytest.approx(float(vec1 @ vec2), rel=1e-9, abs=1e-12)
+    # f keeps vector_add's result and vector_emul's result on the arena, nothing else
+    assert 16 * n <= examples.f.scratch_bytes(vec1, vec2) <= 16 * n + 64
+    assert examples.vector_add.scratch_bytes(vec1, vec2) == 0
+
+
+def test_real_kernels_check_their_arguments(examples):
+    with pytest.raises(ValueError, match="'v2'"):
+        examples.vector_add(np.ones(3), np.ones(2))
+    with pytest.raises(ValueError, match="'vec2'"):
+        examples.f(np.ones(3), np.ones(2))
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        examples.vector_add(np.ones(3))
+    with pytest.raises(TypeError, match="'v1'"):
+        examples.vector_add(np.ones((2, 2)), np.ones(2))
+    with pytest.raises(TypeError, match="'v'"):
+        examples.vector_sum(np.array([True, False]))
+    np.testing.assert_array_equal(examples.vector_add(np.arange(6)[::2], [1, 1, 1]), [1.0, 3.0, 5.0])
+    np.testing.assert_array_equal(examples.vector_add([1.0, 2.0], [1.0, 2.0, 3.0]), [2.0, 4.0])
+
+
+def test_real_kernel_call_overhead(examples):
+    vector_add, vector_sum = examples.vector_add, examples.vector_sum
+    a = np.ones(4)
+    vector_add(a, a)
+    n = 20000
+    per_add = min(timeit.repeat(lambda: vector_add(a, a), number=n, repeat=3)) / n
+    per_sum = min(timeit.repeat(lambda: vector_sum(a), number=n, repeat=3)) / n
+    print(f"\ncompiled kernel call: vector_add(4) {per_add * 1e6:.2f} us, vector_sum(4) {per_sum * 1e6:.2f} us")
+    assert per_add < 100e-6 and per_sum < 100e-6
