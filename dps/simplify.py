@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sympy
 
+from fsmooth.options import Options
+
 from . import ir
 from .layout import layout_program
 
@@ -123,7 +125,7 @@ def rewrite(t: ir.Term) -> ir.Term:
     return t
 
 
-def simplify_allocs(p: ir.Program) -> ir.Program:
+def simplify_allocs(p: ir.Program, options: Options = Options()) -> ir.Program:
     kernels = {name: ir.Kernel(k.name, k.dest, k.params, k.result, k.result_dims, rewrite(k.body), k.sizes,
                                k.constraints)
                for name, k in p.kernels.items()}

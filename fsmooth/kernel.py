@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from dataclasses import replace
+
+from .options import VARIANTS, Options, default_options
 
 _in_reference = contextvars.ContextVar("fsmooth_in_reference", default=False)
 
@@ -10,12 +13,26 @@ _in_reference = contextvars.ContextVar("fsmooth_in_reference", default=False)
 class Kernel:
     """A decorated function.  Calling it runs the compiled C; ``reference`` runs it as Python."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, options: Options | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = fn.__name__
+        self.options = options if options is not None else default_options()
         self._program = None
         self._executable = None
+
+    def with_options(self, **changes) -> "Kernel":
+        """The same kernel compiled with other options (``fsmooth.options.Options`` fields)."""
+        return self._recompiled(replace(self.options, **changes))
+
+    def variant(self, name: str) -> "Kernel":
+        """The same kernel compiled as one of the DPS paper's variants (``options.VARIANTS``)."""
+        return self._recompiled(VARIANTS[name])
+
+    def _recompiled(self, options: Options) -> "Kernel":
+        other = Kernel(self.fn, options)
+        other._program = self._program  # the front end's result does not depend on options
+        return other
 
     def __repr__(self) -> str:
         return f"<fsmooth kernel {self.name}>"
@@ -64,12 +81,16 @@ class Kernel:
     def c_source(self) -> str:
         from .driver import compile_to_c
 
-        return compile_to_c(self.program()).source
+        return compile_to_c(self.program(), self.options).source
 
     def scratch_bytes(self, *args) -> int:
         return self.executable().scratch_bytes(*args)
 
 
-def kernel(fn) -> Kernel:
-    """Mark ``fn`` as an F̃ kernel (DESIGN.md, "The language")."""
+def kernel(fn=None, **options):
+    """Mark ``fn`` as an F̃ kernel (DESIGN.md, "The language").
+
+    ``@kernel`` or ``@kernel(parallel=True, ...)`` with ``fsmooth.options.Options`` fields."""
+    if fn is None:
+        return lambda f: Kernel(f, default_options(**options))
     return Kernel(fn)
