@@ -22,7 +22,10 @@ def cross(a: Array[Double], b: Array[Double]) -> Array[Double]:
 
 @fs.kernel
 def read_twice(t: Array[Double], it: Index) -> Double:
-    return t[it % length(t)] + t[(it * 7 + 3) % length(t)]
+    # The two indices differ for every ``it`` when the length is 3 or 100 (their difference,
+    # 6*it + 1, is never a multiple of 3, nor of 100, being odd), so no simplification can merge
+    # the two reads into one and then fuse the vector away.
+    return t[it % length(t)] + t[(it * 7 + 1) % length(t)]
 
 
 @fs.kernel

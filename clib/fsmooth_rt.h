@@ -2,6 +2,7 @@
  *
  * Generated kernels never allocate: the caller passes one scratch arena of
  * K_scratch_bytes(...) bytes, and every region is `scratch + offset` with a static offset.
+ * (Only the DPS paper's comparison variants, compiled on request, take regions from malloc.)
  * The helpers below give F̃'s scalar primitives Python's semantics where C's differ
  * (floor division and modulo round toward negative infinity; min/max keep the first of
  * equal operands).  Status codes returned by kernels: see FS_STATUS_*. */
@@ -11,11 +12,16 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define FS_STATUS_OK 0
 #define FS_STATUS_INDEX_OUT_OF_RANGE 1
 #define FS_STATUS_DIVISION_BY_ZERO 2
 #define FS_STATUS_SIZE_CONSTRAINT 3
+#define FS_STATUS_OUT_OF_MEMORY 4
+
+/* A region of the malloc and leaky variants; malloc(0) may be NULL, which would read as a failure. */
+static inline void *fs_malloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t)bytes : 1); }
 
 /* Integer floor division and modulo; the divisor is never zero here (kernels check first).
  * INT64_MIN / -1 wraps as Python's arbitrary-precision result would not fit anyway. */

@@ -6,21 +6,23 @@ element type), each ``Shift`` its offset.  This is Fig. 6's path [i, j, ...] app
 row-major layout.
 
 Offsets that a layout change turns into ``floor((i·m + j)/m)`` or ``Mod(i·m + j, m)`` are
-simplified with the ranges of the loop variables in scope (0 ≤ j < m gives i and j), so no such
-division is left in the generated C.
+simplified with the ranges of the loop variables in scope (0 ≤ j < m gives i and j), and a
+flattened read ``a[k // m][k % m]`` recombines ``m·floor(k/m) + Mod(k, m)`` into ``k``, so no such
+division is left in the generated C.  The same ranges bound an index (``in_range``), which lets
+code generation drop a run-time check the loops make redundant, and prove a divisor nonzero
+(``positive``): inside ``for k < n·m`` the loop runs, so n·m ≥ 1 and m ≥ 1.
 """
 from __future__ import annotations
 
 import sympy
 
-from . import phrases as p
-
 Ranges = dict  # sympy Symbol -> (lo, hi), inclusive bounds
 
 
-def element_offset(index: sympy.Expr, elem: p.Data, inner: sympy.Expr) -> sympy.Expr:
-    """The offset of element ``inner`` of element ``index`` of an array of ``elem``."""
-    return index * p.elements(elem) + inner
+def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) -> sympy.Expr:
+    """The offset of scalar ``inner`` of element ``index`` of an array whose elements hold
+    ``elem_size`` scalars each."""
+    return index * elem_size + inner
 
 
 def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
@@ -37,11 +39,30 @@ def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 
     e = e.replace(sympy.floor, floor_div)
     e = e.replace(sympy.Mod, modulo)
-    return sympy.expand(e)
+    return _recombine(sympy.expand(e))
+
+
+def _recombine(e: sympy.Expr) -> sympy.Expr:
+    """c·d·floor(a/d) + c·Mod(a, d) ⤳ c·a: the quotient and remainder of one division."""
+    terms = list(sympy.Add.make_args(e))
+    for term in terms:
+        for mod in term.atoms(sympy.Mod):
+            a, d = mod.args
+            coeff = sympy.cancel(term / mod)
+            if coeff.has(sympy.Mod) or coeff.has(sympy.floor):
+                continue
+            partner = sympy.expand(coeff * d * sympy.floor(a / d))
+            if partner in terms:
+                rest = list(terms)
+                rest.remove(term)
+                rest.remove(partner)
+                return _recombine(sympy.expand(sympy.Add(*rest) + coeff * a))
+    return e
 
 
 def _split(arg: sympy.Expr, ranges: Ranges):
-    """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den)."""
+    """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den); with
+    r = -1 and den ≥ 1 provable: (q - 1, (den - 1)/den)."""
     num, den = sympy.fraction(sympy.together(arg))
     if den == 1:
         return None
@@ -58,25 +79,67 @@ def _split(arg: sympy.Expr, ranges: Ranges):
     lo, hi = bounds
     if _provably_nonnegative(lo) and _provably_nonnegative(den - 1 - hi):
         return quotient, remainder / den
+    if lo == hi == -1 and positive(den, ranges):
+        return quotient - 1, (remainder + den) / den
     return None
 
 
+def positive(d: sympy.Expr, ranges: Ranges) -> bool:
+    """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
+    ``for k < d·q`` the loop runs, so d·q ≥ 1, and d, q are nonnegative integers)."""
+    d = sympy.sympify(d)
+    if d.is_Integer:
+        return d >= 1
+    for lo, hi in ranges.values():
+        if lo != 0:
+            continue
+        q = sympy.cancel(sympy.expand(hi + 1) / d)
+        if sympy.fraction(q)[1] == 1 and _provably_nonnegative(q) and _provably_nonnegative(d):
+            return True
+    return False
+
+
+def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> bool:
+    """0 ≤ e < length for every value of the loop variables in their ranges."""
+    bounds = _bounds(e, ranges)
+    return bounds is not None and _provably_nonnegative(bounds[0]) and _provably_nonnegative(
+        length - 1 - bounds[1])
+
+
 def _bounds(e: sympy.Expr, ranges: Ranges):
-    """Inclusive bounds of an affine ``e`` over the ranges; None if a variable is unbounded."""
+    """Inclusive bounds of ``e`` over the ranges: affine in the loop variables, or in quotients
+    and remainders of them by a positive divisor; None where a variable is unbounded."""
     lo, hi = sympy.Integer(0), sympy.Integer(0)
     for term in sympy.Add.make_args(sympy.expand(e)):
         coeff, rest = term.as_coeff_Mul()
         if rest == 1:
             lo, hi = lo + coeff, hi + coeff
             continue
-        if rest not in ranges:
+        bounds = ranges.get(rest) or _division_bounds(rest, ranges)
+        if bounds is None:
             return None
-        r_lo, r_hi = ranges[rest]
+        r_lo, r_hi = bounds
         if coeff >= 0:
             lo, hi = lo + coeff * r_lo, hi + coeff * r_hi
         else:
             lo, hi = lo + coeff * r_hi, hi + coeff * r_lo
     return lo, hi
+
+
+def _division_bounds(e: sympy.Expr, ranges: Ranges):
+    """Bounds of floor(a/d) or Mod(a, d) for a positive divisor d and a bounded a ≥ 0."""
+    match e:
+        case sympy.Mod():
+            a, d = e.args
+            return (sympy.Integer(0), d - 1) if positive(d, ranges) else None
+        case sympy.floor():
+            num, d = sympy.fraction(sympy.together(e.args[0]))
+            bounds = _bounds(num, ranges)
+            if d == 1 or bounds is None or not positive(d, ranges) or not _provably_nonnegative(bounds[0]):
+                return None
+            hi = simplify_index(sympy.floor(bounds[1] / d), ranges)
+            return sympy.Integer(0), (bounds[1] if hi.has(sympy.floor) else hi)
+    return None
 
 
 def _provably_nonnegative(e: sympy.Expr) -> bool:

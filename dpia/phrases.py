@@ -192,6 +192,7 @@ class Build(Phrase):
     index: str
     body: Phrase
     elem: Data
+    strategy: object = None  # fsmooth.strategies.Strategy (OpenCL), None: the default
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,7 @@ class New(Phrase):
     data: Data
     body: Phrase
     arena_offset: sympy.Expr | None = None  # None: a C local; else bytes from the scratch base
+    space: str | None = None  # OpenCL: 'private' for an array kept in a work-item (newPrivate)
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,9 @@ class ParFor(Phrase):
     out: str  # bound to idxAcc acc index : acc[δ]
     elem: Data
     body: Phrase
+    # fsmooth.strategies.Strategy of the build (OpenCL: parforGlobal/Workgroup/Local or for);
+    # None: the default strategy.  The C back end ignores it.
+    strategy: object = None
 
 
 @dataclass(frozen=True)

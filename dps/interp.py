@@ -7,7 +7,10 @@ region (or parameter, or destination) it goes through, so a wrong offset or size
 ``AssertionError`` here rather than a corrupted result three stages later.  Reads that
 the DPS stage left unchecked must be in range (else ``AssertionError``: a constraint is
 missing); checked ones raise ``IndexError`` like the generated code's status 1.  Kernel
-constraints are evaluated at every kernel entry (``ValueError``).
+constraints are evaluated at every kernel entry (``ValueError``).  While a parallel build
+runs, an arena byte that one of its iterations writes and another one reads or writes is an
+``AssertionError``: concurrent iterations would race on it in the generated C.
+``Run.high_water`` is the measured peak, to compare with the computed ``Kernel.scratch``.
 """
 from __future__ import annotations
 
@@ -44,25 +47,50 @@ class ArrayVal:
     dims: tuple
 
 
+class _Concurrent:
+    """The arena bytes the iterations of one running parallel build have touched."""
+
+    def __init__(self):
+        self.iteration = 0
+        self.writer: dict = {}  # byte -> the iteration that wrote it
+        self.reader: dict = {}  # byte -> the iteration that read it, or None once several did
+
+    def touch(self, nbyte: int, writing: bool):
+        k = self.iteration
+        shared = self.writer.get(nbyte, k) != k or writing and self.reader.get(nbyte, k) != k
+        assert not shared, f"arena byte {nbyte} is shared by concurrent iterations of a parallel build"
+        if writing:
+            self.writer[nbyte] = k
+        else:
+            self.reader[nbyte] = k if self.reader.get(nbyte, k) == k else None
+
+
 class Arena:
     def __init__(self, nbytes: int):
         self.mem = np.zeros(nbytes, dtype=np.uint8)
         self.high_water = 0
+        self.concurrent: list[_Concurrent] = []  # the parallel builds running, outermost first
 
+    def access(self, p: Ptr, elem: Scalar, writing: bool) -> slice:
+        size = BYTES[elem]
+        assert p.lo <= p.at and p.at + size <= p.hi, \
+            f"access at byte {p.at} outside its region [{p.lo}, {p.hi})"
+        assert p.at + size <= len(p.mem), f"access at byte {p.at} outside its buffer of {len(p.mem)} bytes"
+        if p.mem is self.mem:
+            for build in self.concurrent:
+                for nbyte in range(p.at, p.at + size):
+                    build.touch(nbyte, writing)
+        return slice(p.at, p.at + size)
 
-def _access(p: Ptr, elem: Scalar):
-    size = BYTES[elem]
-    assert p.lo <= p.at and p.at + size <= p.hi, f"access at byte {p.at} outside its region [{p.lo}, {p.hi})"
-    assert p.at + size <= len(p.mem), f"access at byte {p.at} outside its buffer of {len(p.mem)} bytes"
-    return slice(p.at, p.at + size)
+    def load(self, p: Ptr, elem: Scalar):
+        return p.mem[self.access(p, elem, False)].view(NUMPY_DTYPE[elem])[0].item()
 
+    def store(self, p: Ptr, elem: Scalar, value):
+        p.mem[self.access(p, elem, True)] = np.array([value], dtype=NUMPY_DTYPE[elem]).view(np.uint8)
 
-def load(p: Ptr, elem: Scalar):
-    return p.mem[_access(p, elem)].view(NUMPY_DTYPE[elem])[0].item()
-
-
-def store(p: Ptr, elem: Scalar, value):
-    p.mem[_access(p, elem)] = np.array([value], dtype=NUMPY_DTYPE[elem]).view(np.uint8)
+    def copy(self, dest: Ptr, src: Ptr, count: int, elem: Scalar):
+        for k in range(count):
+            self.store(dest.plus(k * BYTES[elem]), elem, self.load(src.plus(k * BYTES[elem]), elem))
 
 
 def to_memory(value: np.ndarray, elem: Scalar) -> Ptr:
@@ -123,7 +151,7 @@ class _Frame:
                 p = a.ptr.plus(i * inner * BYTES[a.elem])
                 if isinstance(ty, ArrayT):
                     return ArrayVal(p, a.elem, a.dims[1:])
-                return load(p, a.elem)
+                return self.arena.load(p, a.elem)
             case ir.Let(name, rhs, body, ty, dims):
                 value = self.run(rhs)
                 if isinstance(ty, ArrayT):
@@ -139,21 +167,25 @@ class _Frame:
                 self.arena.high_water = max(self.arena.high_water, lo + self.num(region_bytes(elem, n)))
                 self.regions[region] = Ptr(self.arena.mem, lo, lo, lo + nbytes)
                 return self.run(body)
-            case ir.Build(dest, n, i, body, ArrayT(elem_ty)):
+            case ir.Build(dest, n, i, body, ArrayT(elem_ty), parallel):
                 out = self.ref(dest, element_scalar(elem_ty))
+                concurrent = _Concurrent()
+                if parallel:
+                    self.arena.concurrent.append(concurrent)
                 for k in range(self.num(n)):
-                    self.env[i] = k
+                    self.env[i] = concurrent.iteration = k
                     self.sizes[i] = k
                     value = self.run(body)
                     if not isinstance(elem_ty, ArrayT):
-                        store(out.plus(k * BYTES[elem_ty]), elem_ty, value)
+                        self.arena.store(out.plus(k * BYTES[elem_ty]), elem_ty, value)
+                if parallel:
+                    self.arena.concurrent.pop()
                 return out
             case ir.Ifold():
                 return self.ifold(t)
             case ir.Copy(dest, src, n, elem):
                 out, a = self.ref(dest, elem), self.atom(src)
-                for k in range(self.num(n)):
-                    store(out.plus(k * BYTES[elem]), elem, load(a.ptr.plus(k * BYTES[elem]), elem))
+                self.arena.copy(out, a.ptr, self.num(n), elem)
                 return out
             case ir.Call(fn, dest, args, ty, offset):
                 callee = self.program.kernels[fn]
@@ -187,8 +219,7 @@ class _Frame:
             self.writing[t.state] = bufs[(k + 1) % 2]
             self.run(t.body)
         out = self.ref(t.dest, elem)
-        for k in range(int(np.prod(dims, dtype=np.int64))):
-            store(out.plus(k * BYTES[elem]), elem, load(bufs[n % 2].plus(k * BYTES[elem]), elem))
+        self.arena.copy(out, bufs[n % 2], int(np.prod(dims, dtype=np.int64)), elem)
         return out
 
     def enter(self, args: list, out: Ptr | None):

@@ -29,7 +29,10 @@ Terms:
       build r n (λ r_i i. body): iteration i writes element i at dest + i * (elements of one
       element); for a scalar element type, body is a scalar term stored at dest[i]; for an
       array element type, body writes its result into Offset(dest, i * elem_count) itself
-      (its destination refs say so).  Iterations are independent (parfor).
+      (its destination refs say so).  Iterations are independent (parfor).  ``parallel``: the
+      back end runs the iterations concurrently (``#pragma omp parallel for``), so no arena
+      byte may be written by two iterations: the layout gives each iteration a frame of its own
+      (see ``dps.parallel``).
   Ifold(dest, state, index, body, init, count, ty, buffers)
       ifold (λ s i. body) init count, result into dest.  Scalar state: buffers is None, body and
       init are scalar terms.  Array state: buffers = (b0, b1), two regions each holding one
@@ -169,6 +172,8 @@ class Build(Term):
     index: str
     body: Term
     ty: Type
+    parallel: bool = False
+    strategy: object = None  # fsmooth.strategies.Strategy of the F̃ build (OpenCL only)
 
 
 @dataclass(frozen=True)

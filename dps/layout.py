@@ -4,15 +4,20 @@ A region lives for the scope of its ``alloc``, so the regions live at a point ar
 exactly those of the enclosing allocs: the offset of a region is the sum of their sizes
 (each rounded up to ``ALIGN``), a callee's scratch starts at the top of the stack at the
 call, and the peak of a kernel is the largest top over all points -- a sympy ``Max``
-over branches and sequential parts.  Loop bodies reuse one place per iteration.
+over branches and sequential parts.  Sequential loop bodies reuse one place per iteration;
+each iteration of a parallel build has a frame of its own (the body's peak, a multiple of
+``ALIGN``), side by side, so no arena byte is shared by concurrent iterations.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import sympy
 
 from fsmooth.core import Var
 from fsmooth.errors import CompileError
 from fsmooth.types import BYTES, Card
+from shape.sizes import size_symbol
 
 from . import ir
 
@@ -88,9 +93,14 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             a2, p1 = _layout(a, top, scope)
             b2, p2 = _layout(b, top, scope)
             return ir.If(c, a2, b2, ty), _max(p1, p2)
-        case ir.Build(dest, n, i, body, ty):
+        case ir.Build(_, n, i, body, _, True):
+            # concurrent iterations: iteration i gets its own frame, the body's peak above top
+            _, frame = _layout(body, sympy.Integer(0), scope)
+            body2, _ = _layout(body, top + size_symbol(i) * frame, scope)
+            return replace(t, body=body2), top + n * frame
+        case ir.Build(_, _, _, body):
             body2, peak = _layout(body, top, scope)
-            return ir.Build(dest, n, i, body2, ty), peak
+            return replace(t, body=body2), peak
         case ir.Ifold(dest, s, i, body, init, n, ty, buffers, dims):
             if dims:
                 scope.dims[s] = dims

@@ -2,7 +2,7 @@
 
 Shapes are printed by value: a shape equal to a parameter's is that parameter's ``x_shp``
 (as the paper's partially evaluated listing writes ``vectorNorm r0 tmp vec1_shp``), any
-other as the tuple ``(n, (m, ∘))``.
+other as the tuple ``(n, (m, ∘))``.  A parallel build is printed ``build∥``.
 """
 from __future__ import annotations
 
@@ -57,10 +57,13 @@ class _Printer:
             case ir.If(c, a, b):
                 return (f"if {atom(c)} then\n{pad}  {self.term(a, indent + 1)}\n"
                         f"{pad}else\n{pad}  {self.term(b, indent + 1)}")
-            case ir.Alloc(region, _, _, body, _, dims):
-                return f"alloc (bytes {self.shape(dims)}) (λ {region}.\n{pad}  {self.term(body, indent + 1)})"
-            case ir.Build(dest, n, i, body):
-                return f"build {ref(dest)} {card(n)} (λ {i}.\n{pad}  {self.term(body, indent + 1)})"
+            case ir.Alloc(region, elem, n, body, _, dims):
+                # a merged region holds no one value: its size is printed as a count
+                size = f"{card(n)} × {elem.name}" if dims is None else f"bytes {self.shape(dims)}"
+                return f"alloc ({size}) (λ {region}.\n{pad}  {self.term(body, indent + 1)})"
+            case ir.Build(dest, n, i, body, _, parallel):
+                word = "build∥" if parallel else "build"
+                return f"{word} {ref(dest)} {card(n)} (λ {i}.\n{pad}  {self.term(body, indent + 1)})"
             case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims):
                 if dims:
                     self.dims[s] = dims

@@ -146,7 +146,7 @@ class _KernelTranslator:
                     ir.Offset(r, loop_symbol(i) * count(elem_dims))
                 with self.bounds.loop(loop_symbol(i), n):
                     body_term = self.term(body, dest)
-                return ir.Build(r, n, i, body_term, ty)
+                return ir.Build(r, n, i, body_term, ty, strategy=e.strategy)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, ty):
                 return self.ifold(e, s, i, init, n, ty, r)
         raise AssertionError(f"not in ANF: {e!r}")

@@ -2,6 +2,8 @@
 from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
 from .errors import CompileError
 from .kernel import Kernel, kernel
+from .strategies import (build_global, build_local, build_seq, build_workgroup, to_global, to_local,
+                         to_private, vectorize)
 from .types import Array, Bool, Card, Double, Float, Index
 
 __version__ = "0.1.0"
@@ -9,5 +11,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Array", "Bool", "Card", "CompileError", "Double", "Float", "Index", "Kernel", "abs", "build",
     "cos", "exp", "floor", "ifold", "kernel", "length", "log", "max", "min", "pow", "sin", "sqrt",
-    "tan",
+    "tan", "build_global", "build_workgroup", "build_local", "build_seq", "to_global", "to_local",
+    "to_private", "vectorize",
 ]

@@ -12,7 +12,8 @@ The C ABI of an exported kernel ``K`` (all integers are ``int64_t``):
 or a scalar ``T x``; T is double/float/int64_t/bool.  ``out`` points at the result buffer (an
 array) or at one scalar.  ``<sizes>``: the kernel's size symbols in ``KernelInterface.sizes``
 order, each an ``int64_t``.  ``K`` returns one of ``STATUS`` (0 = ok); it never writes outside
-``out`` and ``scratch[0 : K_scratch_bytes(...)]``.
+``out`` and ``scratch[0 : K_scratch_bytes(...)]``.  The variants that take their regions from the
+heap (``Options.allocation`` other than ``arena``) need no scratch: ``K_scratch_bytes`` is 0.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ STATUS = {
     1: "index out of range",
     2: "integer division by zero",
     3: "size constraint violated",
+    4: "out of memory",  # a region of the malloc, leaky or gc variant could not be allocated
 }
 
 
@@ -61,3 +63,6 @@ class CArtifact:
     source: str  # one self-contained C99 translation unit (#include "fsmooth_rt.h")
     cdef: str  # the declarations of the exported functions, for cffi
     interfaces: dict  # name -> KernelInterface
+    # What the variant needs from the build beyond fsmooth.cache's defaults (-fopenmp; libgc).
+    compile_args: tuple = ()
+    libraries: tuple = ()

@@ -1,7 +1,8 @@
 """The on-disk build cache of compiled kernels: one CPython extension module per C artifact.
 
 The module name is derived from a hash of everything that decides the machine code (C source,
-cffi declarations, runtime headers, compiler flags, fsmooth and cffi versions, Python and
+cffi declarations, runtime headers, compiler flags and libraries -- the defaults and those a
+variant adds, ``CArtifact.compile_args``/``libraries`` -- fsmooth and cffi versions, Python and
 platform tags), so a hit never needs a rebuild and a change always misses.  An entry is a
 manifest ``<dir>/<module>.json`` naming the module file ``<dir>/<module>-<digest><EXT_SUFFIX>``
 and holding its SHA-256; the file name carries the start of that digest, so a module file is
@@ -53,13 +54,13 @@ def _runtime_headers() -> str:
     return "".join(f"// {p.name}\n{p.read_text()}" for p in sorted(CLIB_DIR.glob("*.h")))
 
 
-def cache_key(source: str, cdef: str) -> str:
+def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple = ()) -> str:
     parts = {
         "source": source,
         "cdef": cdef,
         "headers": _runtime_headers(),
-        "compile_args": list(COMPILE_ARGS),
-        "libraries": list(LIBRARIES),
+        "compile_args": [*COMPILE_ARGS, *compile_args],
+        "libraries": [*LIBRARIES, *libraries],
         "fsmooth": fsmooth.__version__,
         "cffi": cffi.__version__,
         "python": sys.implementation.cache_tag,
@@ -116,14 +117,15 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
         raise
 
 
-def _build_entry(name: str, source: str, cdef: str):
+def _build_entry(name: str, source: str, cdef: str, compile_args: tuple, libraries: tuple):
     global build_count
     manifest_path = _manifest_path(name)
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    ffi.set_source(name, source, include_dirs=[str(CLIB_DIR)], extra_compile_args=list(COMPILE_ARGS),
-                   libraries=list(LIBRARIES))
+    # a variant's flags (-fopenmp) matter at the link too
+    ffi.set_source(name, source, include_dirs=[str(CLIB_DIR)], extra_compile_args=[*COMPILE_ARGS, *compile_args],
+                   extra_link_args=list(compile_args), libraries=[*LIBRARIES, *libraries])
     build_dir = tempfile.mkdtemp(dir=manifest_path.parent, prefix=".build-")
     try:
         try:
@@ -144,9 +146,9 @@ def _build_entry(name: str, source: str, cdef: str):
     return _import_extension(name, module_path)
 
 
-def load_module(source: str, cdef: str):
+def load_module(source: str, cdef: str, compile_args: tuple = (), libraries: tuple = ()):
     """The compiled cffi extension module (``.ffi``, ``.lib``) of ``source``, built at most once
-    per cache directory."""
-    name = module_name(cache_key(source, cdef))
+    per cache directory; ``compile_args`` and ``libraries`` add to the defaults."""
+    name = module_name(cache_key(source, cdef, compile_args, libraries))
     module = _load_entry(name)
-    return module if module is not None else _build_entry(name, source, cdef)
+    return module if module is not None else _build_entry(name, source, cdef, compile_args, libraries)

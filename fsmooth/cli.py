@@ -1,10 +1,11 @@
 """The ``fsmooth`` command line.
 
+    fsmooth compile FILE.py -o DIR [--variant NAME] [--parallel]
     fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,all}]
     fsmooth mem FILE.py:KERNEL [--size NAME=VALUE ...]
     fsmooth demo [--sizes N ...] [--write-c PATH]
 
-``FILE.py`` may also be a dotted module name (``fsmooth.examples:f``).  A program fsmooth cannot
+``FILE.py`` may also be a dotted module name (``fsmooth.examples:f``, ``fsmooth.examples``).  A program fsmooth cannot
 compile, a file that cannot be imported, or a bad option prints one message and exits with 1.
 """
 from __future__ import annotations
@@ -15,14 +16,17 @@ import importlib.util
 import pathlib
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import sympy
 
 from .artifact import CArtifact, KernelInterface
 from .driver import STAGES, compile_to_c, run_pipeline
+from .embed import exported_kernels, library
 from .errors import CompileError
 from .kernel import Kernel
+from .options import VARIANTS, default_options
 
 
 class UsageError(Exception):
@@ -44,23 +48,27 @@ def _import_file(path: pathlib.Path):
     return module
 
 
-def load_kernel(target: str) -> Kernel:
-    """The kernel named by ``FILE.py:KERNEL`` or ``package.module:KERNEL``."""
-    where, sep, name = target.rpartition(":")
-    if not sep or not where or not name:
-        raise UsageError(f"expected FILE.py:KERNEL, got {target!r}")
+def load_module(where: str):
+    """The module of ``FILE.py`` or ``package.module``; a failing import is a UsageError."""
     path = pathlib.Path(where)
     try:
         if path.suffix == ".py" or path.exists():
             if not path.is_file():
                 raise UsageError(f"no such file: {where}")
-            module = _import_file(path)
-        else:
-            module = importlib.import_module(where)
+            return _import_file(path)
+        return importlib.import_module(where)
     except (UsageError, CompileError):
         raise
     except Exception as err:  # the user's module failed to import: report it, not our stack
         raise UsageError(f"cannot import {where}: {type(err).__name__}: {err}") from None
+
+
+def load_kernel(target: str) -> Kernel:
+    """The kernel named by ``FILE.py:KERNEL`` or ``package.module:KERNEL``."""
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name:
+        raise UsageError(f"expected FILE.py:KERNEL, got {target!r}")
+    module = load_module(where)
     kernel = getattr(module, name, None)
     if kernel is None:
         found = sorted(k for k, v in vars(module).items() if isinstance(v, Kernel))
@@ -69,6 +77,85 @@ def load_kernel(target: str) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise UsageError(f"{where}:{name} is not an @fsmooth.kernel function")
     return kernel
+
+
+# ----------------------------------------------------------------------------- compile
+
+def compile_library(where: str, out_dir: str, variant: str | None, parallel: bool) -> str:
+    """``fsmooth compile``: the exported kernels of a module as <module>.h/.c/.json in ``out_dir``."""
+    module = load_module(where)
+    kernels = exported_kernels(module)
+    if not kernels:
+        raise UsageError(f"{where} defines no exported kernels (helpers, which take functions, are not exported)")
+    options = VARIANTS[variant] if variant else default_options()
+    options = replace(options, parallel=options.parallel or parallel)
+    path = pathlib.Path(where)
+    name = path.stem if path.suffix == ".py" else where.rpartition(".")[2]
+    lib = library(name, kernels, options, path.name if path.suffix == ".py" else where)
+    try:
+        written = lib.write(pathlib.Path(out_dir))
+    except OSError as err:
+        raise UsageError(f"cannot write to {out_dir}: {err}") from None
+    return "\n".join([f"compiled {len(kernels)} kernels of {where} ({', '.join(k.name for k in kernels)})"]
+                     + [f"wrote {p}" for p in written])
+
+
+def compile_opencl(where: str, out_dir: str) -> str:
+    """``fsmooth compile --target opencl``: every exported kernel of a module in one
+    ``<module>.cl`` and, in ``<module>.opencl.json``, each kernel's launches (OpenCL kernel,
+    arguments, global and local sizes as formulas of the sizes) and buffers (role, element
+    type, element count) -- what a host program needs to run them (fsmooth/opencl_artifact.py)."""
+    import json
+
+    from dpia.codegen_opencl import prelude
+
+    from .driver import compile_to_opencl
+    from .types import type_str
+
+    module = load_module(where)
+    kernels = exported_kernels(module)
+    if not kernels:
+        raise UsageError(f"{where} defines no exported kernels (helpers, which take functions, are not exported)")
+    path = pathlib.Path(where)
+    name = path.stem if path.suffix == ".py" else where.rpartition(".")[2]
+    # A kernel written as a fragment of another's strategy (a build_local outside any
+    # build_workgroup, say) is no OpenCL program by itself: it is reported, not written.
+    artifacts, skipped = {}, {}
+    for k in kernels:
+        try:
+            artifacts[k.name] = compile_to_opencl(k.program(), k.options)
+        except CompileError as err:
+            skipped[k.name] = str(err)
+    if not artifacts:
+        raise UsageError(f"no kernel of {where} compiles to OpenCL on its own:\n" + "\n".join(skipped.values()))
+    fp64 = any(a.needs_fp64 for a in artifacts.values())
+    bodies = []
+    for kname, a in artifacts.items():
+        start = a.source.index("__kernel ")
+        bodies.append(f"/* ---- {kname} */\n{a.source[start:]}")
+    source = f"/* Generated by fsmooth from {path.name}. */\n" + prelude(fp64) + "\n" + "\n".join(bodies)
+    description = {"source": f"{name}.cl", "needs_fp64": fp64, "kernels": {
+        kname: {"params": [[p, type_str(t)] for p, t in a.interface.params],
+                "result": type_str(a.interface.result),
+                "result_dims": list(a.interface.result_dims),
+                "sizes": [[s.symbol, s.param, s.dim] for s in a.interface.sizes],
+                "constraints": [[c.c_expr, c.param, c.message] for c in a.interface.constraints],
+                "buffers": [{"name": b.name, "role": b.role, "elem": b.elem.name, "count": b.count}
+                            for b in a.buffers.values()],
+                "launches": [{"kernel": l.kernel, "args": list(l.args), "global_size": list(l.global_size),
+                              "local_size": None if l.local_size is None else list(l.local_size)}
+                             for l in a.launches]}
+        for kname, a in artifacts.items()}, "skipped": skipped}
+    out = pathlib.Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.cl").write_text(source)
+        (out / f"{name}.opencl.json").write_text(json.dumps(description, indent=2) + "\n")
+    except OSError as err:
+        raise UsageError(f"cannot write to {out_dir}: {err}") from None
+    return "\n".join([f"compiled {len(artifacts)} kernels of {where} to OpenCL ({', '.join(artifacts)})",
+                      f"wrote {out / (name + '.cl')}", f"wrote {out / (name + '.opencl.json')}"]
+                     + [f"skipped {kname}: {message.splitlines()[0]}" for kname, message in skipped.items()])
 
 
 # ----------------------------------------------------------------------------- explain
@@ -199,6 +286,13 @@ def demo(sizes: list[int], write_c: str | None) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fsmooth", description="Compile F̃ kernels written in Python to C.")
     commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("compile", help="write a module's kernels as embeddable C (.h, .c, manifest)")
+    p.add_argument("module", metavar="FILE.py")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("--variant", choices=sorted(VARIANTS), help="one of the DPS paper's variants (default: arena)")
+    p.add_argument("--parallel", action="store_true", help="'#pragma omp parallel for' on outer parallel loops")
+    p.add_argument("--target", choices=("c", "opencl"), default="c",
+                   help="c: <module>.h/.c/.json; opencl: <module>.cl and <module>.opencl.json")
     p = commands.add_parser("explain", help="print a kernel at one stage of the pipeline")
     p.add_argument("target", metavar="FILE.py:KERNEL")
     p.add_argument("--stage", choices=STAGES + ("all",), default="all")
@@ -215,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         match args.command:
+            case "compile":
+                if args.target == "opencl":
+                    text = compile_opencl(args.module, args.output)
+                else:
+                    text = compile_library(args.module, args.output, args.variant, args.parallel)
             case "explain":
                 text = explain(load_kernel(args.target), args.stage)
             case "mem":

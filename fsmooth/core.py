@@ -109,6 +109,9 @@ class Build(Expr):
     fn: Expr  # Index ⇒ M
     ty: Type
     loc: Loc | None = _loc()
+    # fsmooth.strategies.Strategy: the OpenCL mapping and address space the program asked for
+    # (None: plain ``build``, the default strategy); the C back end ignores it.
+    strategy: object = None
 
 
 @dataclass(frozen=True)

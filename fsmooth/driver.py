@@ -34,9 +34,10 @@ def run_pipeline(program: core.Program, options: Options = Options()) -> Stages:
     from dps.translate import dps_program
     from shape.translate import shape_program
 
+    from .optimize import optimize_program
     from .simplify import simplify_program
 
-    anf = simplify_program(program)
+    anf = optimize_program(simplify_program(program), options)
     shapes = shape_program(anf)
     dps = simplify_allocs(dps_program(anf, shapes), options)
     imperative = dpia_program(dps)
@@ -52,4 +53,43 @@ def build_executable(kernel):
     from .runtime import Executable, load_library
 
     artifact = compile_to_c(kernel.program(), kernel.options)
-    return Executable(artifact.interfaces[kernel.name], load_library(artifact))
+    return Executable(artifact.interfaces[kernel.name], load_library(artifact), kernel.options.check_arena)
+
+
+def opencl_options(options: Options) -> Options:
+    """The options of the OpenCL back end: the F̃ simplifications as asked, but DPS regions left
+    where they are used (no alloc hoisting or merging, no parallel frames), because the OpenCL
+    stage hoists them itself, per address space and sized by the parallel loops (DPIA §6.4)."""
+    from dataclasses import replace
+
+    return replace(options, hoist_allocs=False, merge_allocs=False, parallel=False, allocation="arena")
+
+
+def inline_every_call(program: core.Program) -> core.Program:
+    """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
+    another with its own buffers, and F̃ has no recursion, so this ends."""
+    from .inline_kernels import called_kernels
+    from .simplify import simplify_kernel
+
+    entry = program.main
+    while called_kernels(entry.body):
+        entry = simplify_kernel(program, entry, inline=called_kernels(entry.body))
+    return core.Program({**program.kernels, program.entry: entry}, program.entry)
+
+
+def compile_to_opencl(program: core.Program, options: Options = Options()):
+    """The ``fsmooth.opencl_artifact.OpenCLArtifact`` of ``program``: the stages of
+    ``run_pipeline`` up to DPS, then accT/conT keeping the strategies, then OpenCL."""
+    from dpia.codegen_opencl import generate_opencl
+    from dpia.translate_strategies import strategy_program
+    from dps.simplify import simplify_allocs
+    from dps.translate import dps_program
+    from shape.translate import shape_program
+
+    from .optimize import optimize_program
+    from .simplify import simplify_program
+
+    options = opencl_options(options)
+    anf = optimize_program(inline_every_call(simplify_program(program)), options)
+    dps = simplify_allocs(dps_program(anf, shape_program(anf)), options)
+    return generate_opencl(strategy_program(dps), options)

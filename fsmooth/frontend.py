@@ -23,10 +23,12 @@ import inspect
 import math
 import textwrap
 import typing
+import dataclasses
 from dataclasses import dataclass
 
 from . import builtins as fs_builtins
 from . import prims
+from . import strategies
 from . import typecheck as tc
 from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
                    PrimApp, Program, Var)
@@ -55,6 +57,10 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
         (fs_builtins.build, "build"), (fs_builtins.ifold, "ifold"), (fs_builtins.length, "length"),
         (python_builtins.float, "float"),
     ]
+    # The strategies (fsmooth.strategies): builds with an OpenCL mapping, address spaces, vectors.
+    table += [(fn, f"build_{level}") for fn, level in strategies.MAPPINGS.items()]
+    table += [(fn, f"to_{space}") for fn, space in strategies.ADDRESS_SPACES.items()]
+    table.append((strategies.vectorize, "vectorize"))
     for spelling, prim in prims.PYTHON_NAMES.items():
         for home in (fs_builtins, math, python_builtins):
             obj = getattr(home, spelling, None)
@@ -64,7 +70,9 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
 
 
 _BUILTINS = _builtin_table()
-_ARITY = {"build": 2, "ifold": 3, "length": 1, "float": 1}
+_ARITY = {"build": 2, "ifold": 3, "length": 1, "float": 1, "build_global": 2, "build_workgroup": 2,
+          "build_local": 2, "build_seq": 2, "to_global": 1, "to_local": 1, "to_private": 1,
+          "vectorize": 2}
 
 
 def _builtin_kind(obj) -> str | None:
@@ -633,6 +641,13 @@ class _KernelTranslator:
         match kind:
             case "build":
                 return self.build(node, env)
+            case "build_global" | "build_workgroup" | "build_local" | "build_seq":
+                level = kind.removeprefix("build_")
+                return self.build(node, env, strategies.Strategy(level, loc=loc))
+            case "to_global" | "to_local" | "to_private":
+                return self.address_space(node, env, kind.removeprefix("to_"), dotted)
+            case "vectorize":
+                return self.vectorize(node, env, dotted)
             case "ifold":
                 return self.ifold(node, env)
             case "length":
@@ -697,11 +712,36 @@ class _KernelTranslator:
             raise self.error(f"{what} must be a Card, not {_a(n.ty)}", node)
         return n
 
-    def build(self, node: ast.Call, env: dict) -> Expr:
+    def build(self, node: ast.Call, env: dict, strategy: strategies.Strategy | None = None) -> Expr:
         size_node, fn_node = node.args
         size = self.card_size(size_node, env, "build size")
         fn = self.function(fn_node, env, (Index,), None)
-        return Build(size, fn, ArrayT(fn.ty.result), self.loc(node))
+        return Build(size, fn, ArrayT(fn.ty.result), self.loc(node), strategy)
+
+    def address_space(self, node: ast.Call, env: dict, space: str, dotted: str) -> Expr:
+        """``to_local(e)`` ...: recorded on the build ``e``; a scalar is private anyway."""
+        e = self.expr(node.args[0], env)
+        if isinstance(e, Build):
+            old = e.strategy or strategies.Strategy()
+            return dataclasses.replace(e, strategy=dataclasses.replace(old, space=space, loc=old.loc or self.loc(node)))
+        if isinstance(e.ty, Scalar):
+            if space != "private":
+                raise self.error(f"{dotted} of a scalar: scalars live in private memory, use to_private", node)
+            return e
+        raise self.error(f"{dotted} needs a build (or build_global, ...) as its argument, so that its "
+                         f"result can be stored there", node.args[0])
+
+    def vectorize(self, node: ast.Call, env: dict, dotted: str) -> Expr:
+        width_node, e_node = node.args
+        if not (isinstance(width_node, ast.Constant) and type(width_node.value) is int
+                and width_node.value in strategies.VECTOR_WIDTHS):
+            raise self.error(f"the width of {dotted} must be one of {strategies.VECTOR_WIDTHS}", width_node)
+        e = self.expr(e_node, env)
+        if not isinstance(e, Build) or not isinstance(e.ty.elem, Scalar):
+            raise self.error(f"{dotted} needs a build of scalars as its second argument", e_node)
+        old = e.strategy or strategies.Strategy()
+        return dataclasses.replace(e, strategy=dataclasses.replace(old, width=width_node.value,
+                                                                   loc=old.loc or self.loc(node)))
 
     def ifold(self, node: ast.Call, env: dict) -> Expr:
         """``ifold(f, init, n)``; the state widens from a literal or Card ``init`` to what ``f`` returns."""

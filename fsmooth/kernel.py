@@ -20,6 +20,7 @@ class Kernel:
         self.options = options if options is not None else default_options()
         self._program = None
         self._executable = None
+        self._opencl: dict = {}  # pyopencl context (None: the default) -> OpenCLExecutable
 
     def with_options(self, **changes) -> "Kernel":
         """The same kernel compiled with other options (``fsmooth.options.Options`` fields)."""
@@ -77,6 +78,29 @@ class Kernel:
         if _in_reference.get():
             return self._run_reference(args)
         return self.executable().call(*args)
+
+    # -- OpenCL
+    def opencl_artifact(self):
+        """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``)."""
+        from .driver import compile_to_opencl
+
+        return compile_to_opencl(self.program(), self.options)
+
+    def opencl_executable(self, context=None):
+        """The OpenCL build of this kernel for ``context`` (None: fsmooth's default context,
+        ``PYOPENCL_CTX`` honoured), compiled once and cached per context."""
+        key = None if context is None else context.int_ptr
+        executable = self._opencl.get(key)
+        if executable is None:
+            from .opencl_runtime import OpenCLExecutable
+
+            executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context)
+        return executable
+
+    def opencl(self, *args, context=None, device_result=None):
+        """Run the kernel through OpenCL: numpy results, or ``pyopencl.array.Array``s left on the
+        device with ``device_result=True`` (the default when an argument is a device array)."""
+        return self.opencl_executable(context).call(*args, device_result=device_result)
 
     def c_source(self) -> str:
         from .driver import compile_to_c

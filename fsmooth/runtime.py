@@ -7,6 +7,13 @@ whether the sizes satisfy the kernel's constraints (``K_check_sizes``), how larg
 that depends only on the kernel's interface is prepared once in ``Executable.__init__``, and the
 three size functions' answers are memoised per tuple of sizes, so a call does no symbolic work.
 
+Checked arenas (``Options.check_arena``, or ``FSMOOTH_CHECK_ARENA=1``): each call gets a fresh
+scratch buffer filled with a byte pattern, with guard bytes of the pattern before it and after
+its ``K_scratch_bytes``.  The kernel runs twice, under the pattern and under its complement (a
+byte the kernel writes can equal at most one of them), and the highest byte that differs from the
+pattern in either run is the measured high-water mark (``Executable.last_high_water``,
+``last_high_water(kernel)``).  A changed guard byte is an overrun: a loud ``RuntimeError``.
+
 Errors, all raised before ``K`` runs unless noted:
   - wrong number of arguments, a non-array for an array parameter, a wrong rank, an element type
     that cannot be converted without loss (floats for Index/Card, anything but bools for Bool,
@@ -15,7 +22,9 @@ Errors, all raised before ``K`` runs unless noted:
     (e.g. reads past the end of an array) → ``ValueError`` naming the parameter;
   - a failure ``K`` itself reports (``fsmooth.artifact.STATUS``): a data-dependent index out of
     range → ``IndexError``, an integer division by zero → ``ZeroDivisionError``, a size
-    constraint checked inside → ``ValueError``, anything else → ``RuntimeError``.
+    constraint checked inside → ``ValueError``, a failed allocation (the malloc variants) →
+    ``MemoryError``, anything else → ``RuntimeError``;
+  - in checking mode, a write outside the scratch arena → ``RuntimeError``, after ``K`` ran.
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ from .artifact import STATUS, CArtifact, KernelInterface
 from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, Type, element_scalar, rank, type_str
 
 SCRATCH_ALIGN = 64
+GUARD_BYTES = 256  # checked arenas: pattern bytes on either side of the scratch
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 _MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
 
@@ -39,11 +49,18 @@ _libraries: dict[tuple[str, str], object] = {}
 def load_library(artifact: CArtifact):
     """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C: from this
     process's table, else from the disk cache, else built (and then cached)."""
-    key = (artifact.source, artifact.cdef)
+    key = (artifact.source, artifact.cdef, artifact.compile_args, artifact.libraries)
     library = _libraries.get(key)
     if library is None:
-        library = _libraries[key] = cache.load_module(artifact.source, artifact.cdef)
+        library = _libraries[key] = cache.load_module(*key)
     return library
+
+
+def last_high_water(kernel) -> int | None:
+    """The scratch bytes the last checked call of ``kernel`` (a ``Kernel`` or an ``Executable``)
+    wrote up to; None before any checked call."""
+    executable = kernel if isinstance(kernel, Executable) else kernel.executable()
+    return executable.last_high_water
 
 
 # ----------------------------------------------------------------------------- argument conversion
@@ -154,8 +171,10 @@ def _expected(ty: Scalar) -> str:
 class Executable:
     """One exported kernel of a loaded library, callable on numpy arrays and Python scalars."""
 
-    def __init__(self, interface: KernelInterface, library):
+    def __init__(self, interface: KernelInterface, library, check_arena: bool = False):
         self.interface = interface
+        self.check_arena = check_arena
+        self.last_high_water: int | None = None  # set by each checked call
         name = interface.name
         ffi, lib = library.ffi, library.lib
         self._ffi = ffi
@@ -260,25 +279,52 @@ class Executable:
             raise ZeroDivisionError(message)
         if status == 3:
             raise ValueError(message)
+        if status == 4:
+            raise MemoryError(message)
         raise RuntimeError(message)
+
+    def _run_checked(self, nbytes: int, out, c_args: list) -> int:
+        """Run ``K`` on a patterned scratch buffer between guards (the module docstring); its status."""
+        total = GUARD_BYTES + nbytes + GUARD_BYTES
+        raw = np.empty(total + SCRATCH_ALIGN, dtype=np.uint8)
+        start = (-(raw.ctypes.data + GUARD_BYTES)) % SCRATCH_ALIGN  # the scratch itself starts aligned
+        buffer = raw[start:start + total]
+        pattern = ((np.arange(total, dtype=np.int64) * 37 + 0xA5) % 251).astype(np.uint8)
+        scratch = self._ffi.cast("void *", buffer.ctypes.data + GUARD_BYTES)
+        high, status = 0, 0
+        for fill in (pattern, ~pattern):
+            buffer[:] = fill
+            status = self._kernel(scratch, out, *c_args)
+            written = np.flatnonzero(buffer != fill)
+            outside = written[(written < GUARD_BYTES) | (written >= GUARD_BYTES + nbytes)]
+            if outside.size:
+                where = int(outside[0]) - GUARD_BYTES
+                raise RuntimeError(
+                    f"{self.interface.name}: arena overrun: wrote byte {where} of a scratch arena of "
+                    f"{nbytes} bytes ({self.interface.name}_scratch_bytes is wrong, or the kernel "
+                    f"writes outside its regions)")
+            if written.size:
+                high = max(high, int(written[-1]) - GUARD_BYTES + 1)
+        self.last_high_water = high
+        return status
 
     # -- public
     def call(self, *args):
         """Run the kernel: a numpy array for an array result, else a Python float/int/bool."""
         c_args = self._c_args(args)
         dims, nbytes = self._plan(self._size_getter(c_args))
-        scratch = self._scratch(nbytes)
         if self._result_rank:
             result = np.empty(dims, dtype=self._result_dtype)
-            status = self._kernel(scratch, self._ffi.from_buffer(self._result_type, result), *c_args)
-            if status:
-                self._raise_status(status)
-            return result
-        out = self._ffi.new(self._result_type)
-        status = self._kernel(scratch, out, *c_args)
+            out = self._ffi.from_buffer(self._result_type, result)
+        else:
+            out = self._ffi.new(self._result_type)
+        if self.check_arena:
+            status = self._run_checked(nbytes, out, c_args)
+        else:
+            status = self._kernel(self._scratch(nbytes), out, *c_args)
         if status:
             self._raise_status(status)
-        return out[0]
+        return result if self._result_rank else out[0]
 
     __call__ = call
 

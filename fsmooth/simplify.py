@@ -59,9 +59,10 @@ class _KernelRef:
 # ----------------------------------------------------------------------------- inlining
 
 class _Inliner:
-    def __init__(self, program: core.Program, names: NameSupply):
+    def __init__(self, program: core.Program, names: NameSupply, inline: frozenset[str] = frozenset()):
         self.program = program
         self.names = names
+        self.inline = inline  # non-helper kernels whose calls are inlined too (fsmooth.inline_kernels)
 
     def expr(self, e: Expr, env: dict) -> Expr:
         match e:
@@ -91,7 +92,7 @@ class _Inliner:
             case App(fn, args):
                 return self.apply(self.function(fn, env), args, env, e.loc)
             case Build(size, fn, ty):
-                return Build(self.expr(size, env), self.lam(self.function(fn, env)), ty, e.loc)
+                return Build(self.expr(size, env), self.lam(self.function(fn, env)), ty, e.loc, e.strategy)
             case Ifold(fn, init, count, ty):
                 lam = self.lam(self.function(fn, env))
                 return Ifold(lam, self.expr(init, env), self.expr(count, env), ty, e.loc)
@@ -114,7 +115,7 @@ class _Inliner:
 
     def kernel(self, name: str) -> _Closure | _KernelRef:
         k = self.program.kernels[name]
-        if k.is_helper:
+        if k.is_helper or name in self.inline:
             return _Closure(k.params, k.body, {}, k.loc)
         return _KernelRef(name, k.result)
 
@@ -192,7 +193,7 @@ class _Anf:
                 return bs + [(name, rhs2)] + bs_body, result
             case Build(size, fn, ty):
                 bs, (n,) = self.atoms((size,))
-                return bs, Build(n, self.lam(fn), ty, e.loc)
+                return bs, Build(n, self.lam(fn), ty, e.loc, e.strategy)
             case Ifold(fn, init, count, ty):
                 bs, (z, n) = self.atoms((init, count))
                 return bs, Ifold(self.lam(fn), z, n, ty, e.loc)
@@ -218,10 +219,15 @@ class _Anf:
 
 # ----------------------------------------------------------------------------- entry points
 
-def simplify_kernel(program: core.Program, k: core.KernelDef) -> core.KernelDef:
+def simplify_kernel(program: core.Program, k: core.KernelDef,
+                    inline: frozenset[str] = frozenset()) -> core.KernelDef:
+    """``k`` with helpers, lambdas and the calls of the kernels named in ``inline`` inlined,
+    renamed apart and in ANF.  On a kernel already in ANF with unique binders (and nothing to
+    inline) this is the identity, so the F̃ optimisations (``fsmooth.optimize``) use it to
+    renormalise after each rewrite: ``App(λ x. e, a)`` is β-reduced, nested lets are flattened."""
     names = NameSupply(n for n, _ in k.params)
     env = {n: Var(n, t, k.loc) for n, t in k.params}
-    inlined = _Inliner(program, names).expr(k.body, env)
+    inlined = _Inliner(program, names, inline).expr(k.body, env)
     return core.KernelDef(k.name, k.params, k.result, _Anf(names).expr(inlined), k.loc)
 
 
@@ -229,3 +235,67 @@ def simplify_program(p: core.Program) -> core.Program:
     """Inline helpers and lambdas, rename apart, convert to ANF; helper kernels are dropped."""
     kernels = {name: simplify_kernel(p, k) for name, k in p.kernels.items() if not k.is_helper}
     return core.Program(kernels, p.entry)
+
+
+# ----------------------------------------------------------------------------- rewriting helpers
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of ``e`` (a lambda's body is the lambda's child)."""
+    match e:
+        case Var() | Lit():
+            return ()
+        case PrimApp(_, args) | Call(_, args):
+            return args
+        case If(c, a, b):
+            return c, a, b
+        case Let(_, rhs, body):
+            return rhs, body
+        case Lam(_, body):
+            return (body,)
+        case App(fn, args):
+            return (fn, *args)
+        case Build(size, fn):
+            return size, fn
+        case Ifold(fn, init, count):
+            return fn, init, count
+        case Length(arr):
+            return (arr,)
+        case Get(arr, idx):
+            return arr, idx
+    raise AssertionError(e)
+
+
+def map_children(e: Expr, f) -> Expr:
+    """``e`` with ``f`` applied to each of its direct subexpressions (lambda bodies included)."""
+    match e:
+        case Var() | Lit():
+            return e
+        case PrimApp(op, args, ty):
+            return PrimApp(op, tuple(f(a) for a in args), ty, e.loc)
+        case If(c, a, b, ty):
+            return If(f(c), f(a), f(b), ty, e.loc)
+        case Let(name, rhs, body, ty):
+            return Let(name, f(rhs), f(body), ty, e.loc)
+        case Lam(params, body, ty):
+            return Lam(params, f(body), ty, e.loc)
+        case Call(fn, args, ty):
+            return Call(fn, tuple(f(a) for a in args), ty, e.loc)
+        case App(fn, args, ty):
+            return App(f(fn), tuple(f(a) for a in args), ty, e.loc)
+        case Build(size, fn, ty):
+            return Build(f(size), f(fn), ty, e.loc, e.strategy)
+        case Ifold(fn, init, count, ty):
+            return Ifold(f(fn), f(init), f(count), ty, e.loc)
+        case Length(arr, ty):
+            return Length(f(arr), ty, e.loc)
+        case Get(arr, idx, ty):
+            return Get(f(arr), f(idx), ty, e.loc)
+    raise AssertionError(e)
+
+
+def substitute(e: Expr, replacements: dict[str, Expr]) -> Expr:
+    """``e`` with each free ``Var`` named in ``replacements`` replaced.  Capture-free because
+    binders are unique within a kernel after ``simplify_kernel``."""
+    if isinstance(e, Var):
+        return replacements.get(e.name, e)
+    return map_children(e, lambda child: substitute(child, replacements))

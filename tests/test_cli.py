@@ -156,3 +156,43 @@ def test_demo(tmp_path):
         assert float(difference) <= 1e-12 * max(1.0, abs(float(reference)))
         assert int(scratch) >= 0
     assert "int f(" in c_path.read_text()
+
+
+# ----------------------------------------------------------------------------- compile
+
+def test_compile_writes_header_source_runtime_and_manifest(tmp_path):
+    source = tmp_path / "vectors.py"
+    source.write_text(KERNELS.split("@fs.kernel\ndef looping")[0])
+    result = fsmooth("compile", str(source), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["fsmooth_rt.h", "vectors.c", "vectors.h", "vectors.json"]
+    assert "add, norm_of_sum" in result.stdout
+    header = (tmp_path / "out" / "vectors.h").read_text()
+    assert "int add(void *scratch, double *out, const double *a, int64_t a_d0, const double *b, int64_t b_d0);" in header
+    assert "int64_t norm_of_sum_scratch_bytes(int64_t a_d0, int64_t b_d0);" in header
+
+
+def test_compile_by_module_name_leaves_helpers_out(tmp_path):
+    result = fsmooth("compile", "fsmooth.examples", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    header = (tmp_path / "examples.h").read_text()
+    assert "int f(" in header and "int vector_add(" in header
+    assert "vector_map2" not in header  # a helper: it takes a function
+
+
+def test_compile_reports_the_kernel_that_does_not_compile(kernels_file, tmp_path):
+    _fails_cleanly(fsmooth("compile", str(kernels_file), "-o", str(tmp_path / "out")), f"{kernels_file}:",
+                   "for x in a:")
+    assert not (tmp_path / "out").exists()
+
+
+def test_compile_of_a_module_without_kernels(tmp_path):
+    path = tmp_path / "empty.py"
+    path.write_text("import fsmooth\nx = 1\n")
+    _fails_cleanly(fsmooth("compile", str(path), "-o", str(tmp_path / "out")), "no exported kernels")
+
+
+def test_compile_rejects_unknown_variants(kernels_file, tmp_path):
+    result = fsmooth("compile", str(kernels_file), "-o", str(tmp_path), "--variant", "turbo")
+    assert result.returncode == 2 and "invalid choice" in result.stderr

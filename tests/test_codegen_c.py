@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import resource
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ from dpia.codegen_c import c_int, generate_c
 from dpia.translate import dpia_program
 from dps import ir as d
 from fsmooth.core import Lit, Var
+from fsmooth.options import Options
 from fsmooth.types import Array, Bool, Card, Double, Index
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -155,9 +157,11 @@ def compile_and_load(artifact, tmp: pathlib.Path):
     src.write_text(artifact.source)
     lib = tmp / "libkernels.so"
     sanitize = "address,undefined" if ASAN else "undefined"
+    libraries = [f"-l{name}" for name in artifact.libraries]
     subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-shared", "-fPIC",
-                    f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", f"-I{ROOT / 'clib'}",
-                    str(src), "-o", str(lib), "-lm"], check=True, capture_output=True, text=True)
+                    f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", *artifact.compile_args,
+                    f"-I{ROOT / 'clib'}", str(src), "-o", str(lib), "-lm", *libraries],
+                   check=True, capture_output=True, text=True)
     ffi = cffi.FFI()
     ffi.cdef(artifact.cdef)
     return ffi, ffi.dlopen(str(lib))
@@ -348,14 +352,24 @@ def test_runtime_header_has_python_semantics(tmp):
     assert lines[61] == "1 2 3"
 
 
-@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
-def test_everything_under_address_sanitizer():
-    env = {**os.environ, "FSMOOTH_TEST_ASAN": "1", "ASAN_OPTIONS": "detect_leaks=0",
+def run_under_address_sanitizer(test_file: str, selection: str) -> subprocess.CompletedProcess:
+    """pytest on ``test_file -k selection`` in a process with libasan preloaded (FSMOOTH_TEST_ASAN=1
+    makes ``compile_and_load`` build with -fsanitize=address)."""
+    env = {**os.environ, "FSMOOTH_TEST_ASAN": "1", "ASAN_OPTIONS": "detect_leaks=0", "OMP_NUM_THREADS": "2",
            "LD_PRELOAD": subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
                                         text=True, check=True).stdout.strip()}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                             __file__, "-k", "not address_sanitizer and not runtime_header"],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
+
+    def larger_stack():  # the front end recurses deeply, and AddressSanitizer's frames are larger
+        resource.setrlimit(resource.RLIMIT_STACK, (256 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                           test_file, "-k", selection],
+                          cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=larger_stack)
+
+
+@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
+def test_everything_under_address_sanitizer():
+    result = run_under_address_sanitizer(__file__, "not address_sanitizer and not runtime_header")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -375,3 +389,37 @@ def test_corpus_c_is_warning_free(tmp):
         result = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
                                  f"-I{ROOT / 'clib'}", str(src)], capture_output=True, text=True)
         assert result.returncode == 0, (kern.name, result.stderr)
+
+
+def test_array_state_ifold_swaps_buffers_without_copying():
+    """RISE & Shine's double buffer: inside the iteration loop, the step writes one buffer from the
+    other and the pointers trade places; no loop copies a state (the one copy is after the loop)."""
+    from corpus import iterate
+    from fsmooth.driver import compile_to_c
+
+    for options in (None, Options(fusion=False, inline_kernels=False)):
+        source = compile_to_c(iterate.jacobi.program(), options or Options()).source
+        body = source.split("static int jacobi_body(")[-1]
+        start = body.index("for (int64_t step")
+        depth, end = 0, start
+        for end in range(start, len(body)):
+            depth += {"{": 1, "}": -1}.get(body[end], 0)
+            if depth == 0 and body[end] == "}":
+                break
+        loop, after = body[start:end + 1], body[end + 1:]
+        assert "fs_swap" in loop
+        copy_loop = r"for \(int64_t (\w+) = 0; \1 < [^;]+; \1\+\+\) \{\s*\w+\[\1\] = \w+\[\1\];\s*\}"
+        assert not re.search(copy_loop, loop), loop
+        assert re.search(copy_loop, after)  # the final state goes to out once
+
+
+def test_status_variable_instead_of_early_returns():
+    """Every failure sets the status and jumps to the exit of its scope (a parallel iteration may not
+    return): no `return` but the last one in a kernel body."""
+    for prog in (program(gather()), program(jacobi()), vector_norm_of_sum()):
+        for options in (Options(), Options(allocation="malloc"), Options(parallel=True)):
+            source = generate_c(dpia_program(prog), options).source
+            bodies = re.findall(r"static int \w+_body\([^;]*?\{\n.*?\n\}\n", source, re.S)
+            assert len(bodies) == len(prog.kernels)
+            assert all(body.count("return ") == 1 for body in bodies), bodies
+            assert any("goto fs_exit;" in body for body in bodies)

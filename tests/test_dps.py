@@ -133,5 +133,5 @@ def test_affine_read_constraint_is_guarded_by_the_loop_count(rng):
 
 
 def _terms(t):
-    from dps.simplify import subterms
+    from dps.terms import subterms
     return list(subterms(t))

@@ -449,6 +449,39 @@ def test_key_depends_on_everything_that_decides_the_code():
     assert key == cache.cache_key(SOURCE, CDEF)
     assert key != cache.cache_key(SOURCE + "\n", CDEF)
     assert key != cache.cache_key(SOURCE, CDEF + "\n")
+    assert key != cache.cache_key(SOURCE, CDEF, ("-fopenmp",))
+    assert key != cache.cache_key(SOURCE, CDEF, (), ("gc",))
+
+
+OPENMP_PROBE = r"""
+#include <stdint.h>
+#include <stdbool.h>
+int built_with_openmp(void *restrict scratch, bool *restrict out) {
+    (void)scratch;
+#ifdef _OPENMP
+    *out = true;
+#else
+    *out = false;
+#endif
+    return 0;
+}
+void built_with_openmp_shape(int64_t *dims_out) { (void)dims_out; }
+int64_t built_with_openmp_scratch_bytes(void) { return 0; }
+int built_with_openmp_check_sizes(void) { return 0; }
+"""
+OPENMP_PROBE_CDEF = """
+int built_with_openmp(void *restrict scratch, bool *restrict out);
+void built_with_openmp_shape(int64_t *dims_out);
+int64_t built_with_openmp_scratch_bytes(void);
+int built_with_openmp_check_sizes(void);
+"""
+
+
+def test_an_artifact_brings_its_own_flags_and_libraries():
+    iface = KernelInterface("built_with_openmp", (), Bool, (), (), "0", ())
+    for flags, libraries, expected in (((), (), False), (("-fopenmp",), ("gomp",), True)):
+        artifact = CArtifact(OPENMP_PROBE, OPENMP_PROBE_CDEF, {iface.name: iface}, flags, libraries)
+        assert runtime.Executable(iface, runtime.load_library(artifact)).call() is expected
 
 
 # A second process that loads and runs the `scale` kernel of SCALE_SOURCE, printing what it built.
@@ -580,8 +613,13 @@ def test_running_example_end_to_end(examples, n):
     assert examples.f(vec1, vec2) == pytest.approx(examples.f.reference(vec1, vec2), rel=1e-12)
     np.testing.assert_allclose(examples.vector_add(vec1, vec2), vec1 + vec2)
     assert examples.vector_dot(vec1, vec2) == pytest.approx(float(vec1 @ vec2), rel=1e-9, abs=1e-12)
-    # f keeps vector_add's result and vector_emul's result on the arena, nothing else
-    assert 16 * n <= examples.f.scratch_bytes(vec1, vec2) <= 16 * n + 64
+    assert examples.f.scratch_bytes(vec1, vec2) == 0  # fused by default: no intermediate at all
+    # Unfused (the DPS paper's D variant, on the arena), f keeps vector_add's result and
+    # vector_emul's result on the arena, nothing else
+    unfused = examples.f.with_options(fusion=False, inline_kernels=False, inline_lets=False,
+                                      constant_folding=False, cse=False, dce=False)
+    assert unfused(vec1, vec2) == pytest.approx(examples.f.reference(vec1, vec2), rel=1e-12)
+    assert 16 * n <= unfused.scratch_bytes(vec1, vec2) <= 16 * n + 64
     assert examples.vector_add.scratch_bytes(vec1, vec2) == 0
 
 

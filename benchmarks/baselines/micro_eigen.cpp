@@ -7,7 +7,7 @@ extern "C" double add3_loop_eigen(const double *a, const double *b, const double
     double acc = 0.0;
     for (int64_t it = 0; it < iters; it++) {
         Eigen::VectorXd t = va + vb + vc;
-        acc = acc + (t[it % n] + t[(it * 7 + 3) % n]);
+        acc = acc + (t[it % n] + t[(it * 7 + 1) % n]);
     }
     return acc;
 }
@@ -17,7 +17,7 @@ extern "C" double cross_loop_eigen(const double *a, const double *b, int64_t ite
     double acc = 0.0;
     for (int64_t it = 0; it < iters; it++) {
         Eigen::Vector3d t = va.cross(vb);
-        acc = acc + (t[it % 3] + t[(it * 7 + 3) % 3]);
+        acc = acc + (t[it % 3] + t[(it * 7 + 1) % 3]);
     }
     return acc;
 }

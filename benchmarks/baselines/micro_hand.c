@@ -9,7 +9,7 @@ double add3_loop_hand(const double *a, const double *b, const double *c, int64_t
     double acc = 0.0;
     for (int64_t it = 0; it < iters; it++) {
         for (int64_t i = 0; i < n; i++) t[i] = (a[i] + b[i]) + c[i];
-        acc = acc + (t[it % n] + t[(it * 7 + 3) % n]);
+        acc = acc + (t[it % n] + t[(it * 7 + 1) % n]);
     }
     free(t);
     return acc;
@@ -22,7 +22,7 @@ double cross_loop_hand(const double *a, const double *b, int64_t iters) {
         t[0] = a[1] * b[2] - a[2] * b[1];
         t[1] = a[2] * b[0] - a[0] * b[2];
         t[2] = a[0] * b[1] - a[1] * b[0];
-        acc = acc + (t[it % 3] + t[(it * 7 + 3) % 3]);
+        acc = acc + (t[it % 3] + t[(it * 7 + 1) % 3]);
     }
     return acc;
 }

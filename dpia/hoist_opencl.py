@@ -1,0 +1,280 @@
+"""An imperative DPIA kernel as OpenCL kernels (DPIA paper §6.4): kernels split at global
+synchronisation points, every global and local ``new`` hoisted to a kernel argument.
+
+Kernels.  The top of the body is a sequence of commands under ``new``s.  A top-level ``parfor``
+(default or global or workgroup) is one OpenCL kernel: its iterations are the NDRange.  Every
+run of other top-level commands (an ``ifold``'s loop, a scalar assignment, a parfor the program
+mapped sequentially) is one kernel of a single work-item: the second phase of a reduction, say.
+Kernels run in order, so what one writes the next reads.  A top-level ``new`` used by one
+kernel stays in it; one shared by several becomes a 'temp' buffer (a scalar: of one element).
+
+Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
+per iteration of every enclosing parallel loop (its element count times theirs), indexed by
+their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
+iteration of the enclosing local loops (one work-group holds one).  Private arrays stay in the
+kernel (``T x[n]``); scalars are private variables.
+
+Launch sizes (sympy over the size symbols).  Global loops are strided (``for (i = gid; i < n;
+i += gsize)``), so any NDRange is correct; the kernel runs one work-item per iteration of the
+outermost global loops (one dimension per nesting level).  A workgroup kernel runs one group
+per iteration of its workgroup loop, each of as many work-items as its widest local loop of
+known size (at most ``MAX_LOCAL``; ``DEFAULT_LOCAL`` when none is known).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import sympy
+
+from fsmooth.errors import CompileError
+from fsmooth.types import Scalar
+
+from . import phrases as p
+from .strategy_check import (PARALLEL, check_passive, children, level_of, map_children, private_count,
+                             region_spaces, resolve_levels)
+
+MAX_LOCAL = 256
+DEFAULT_LOCAL = 64
+
+
+@dataclass(frozen=True)
+class HoistedBuffer:
+    name: str
+    role: str  # 'temp' (global) or 'local'
+    elem: Scalar
+    count: sympy.Expr  # elements, over the size symbols
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One OpenCL kernel: its body (free identifiers: parameters, the result, size symbols and
+    hoisted buffers) and its NDRange."""
+
+    name: str
+    body: p.Phrase
+    sequential: bool
+    global_size: tuple  # sympy
+    local_size: tuple | None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    phases: tuple  # Phase, in launch order
+    buffers: dict  # name -> HoistedBuffer, in order of hoisting
+
+
+@dataclass(frozen=True)
+class _Loop:
+    index: str
+    size: sympy.Expr
+    level: str
+
+
+def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
+    """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
+    sizes = frozenset(s.name for s in k.sizes)
+    names = _Names(taken)
+    news, groups = _phases(k.body)
+    buffers: dict = {}
+    bodies = [p.seq(*cmds) for _, cmds in groups]
+    for new in reversed(news):
+        users = [j for j, body in enumerate(bodies) if new.name in _idents(body)]
+        if len(users) == 1:
+            bodies[users[0]] = replace(new, body=bodies[users[0]])
+        elif users:
+            # shared between kernels: global memory outlives a kernel, local and private do not
+            if new.arena_offset is not None:
+                space = region_spaces(p.seq(*bodies), frozenset([new.name]), ("seq",))[new.name]
+                if space != "global":
+                    raise CompileError(f"the {space} array {new.name} is used by several OpenCL kernels: "
+                                       f"only global memory outlives a kernel")
+            buf = _buffer(names, new.name, "temp", new.data, sympy.Integer(1), sizes)
+            buffers[buf.name] = buf
+            bodies = [_substitute(b, new.name, *_views(buf, new.data, sympy.Integer(0))) for b in bodies]
+    phases = []
+    for j, ((sequential, _), body) in enumerate(zip(groups, bodies)):
+        outer = ("seq",) if sequential else ()
+        body = resolve_levels(body, outer)
+        check_passive(body)
+        regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
+        spaces = region_spaces(body, regions, outer)
+        body = _hoist(body, (), spaces, names, buffers, sizes)
+        name = k.name if len(groups) == 1 else f"{k.name}_{j}"
+        global_size, local_size = _ndrange(body, sequential, sizes)
+        phases.append(Phase(f"{name}_k", body, sequential, global_size, local_size))
+    return KernelPlan(tuple(phases), buffers)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _phases(body: p.Phrase):
+    """(the top-level ``new``s, outermost first; the kernels as (sequential, commands))."""
+    news, leaves = [], []
+
+    def spine(c: p.Phrase):
+        match c:
+            case p.Seq(cmds):
+                for cmd in cmds:
+                    spine(cmd)
+            case p.New():
+                news.append(c)
+                spine(c.body)
+            case p.Skip():
+                pass
+            case _:
+                leaves.append(c)
+
+    spine(body)
+    groups: list = []
+    for leaf in leaves:
+        sequential = not (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL))
+        if sequential and groups and groups[-1][0]:
+            groups[-1][1].append(leaf)
+        else:
+            groups.append((sequential, [leaf]))
+    return news, groups or [(True, [p.Skip()])]
+
+
+def _news(c: p.Phrase):
+    if isinstance(c, p.New):
+        yield c
+    for ph in children(c):
+        yield from _news(ph)
+
+
+def _idents(c: p.Phrase) -> set:
+    if isinstance(c, p.Ident):
+        return {c.name}
+    names = set()
+    match c:  # sizes mention scalars (an integer let used as a size)
+        case p.Shift(offset=e) | p.NatExp(value=e):
+            names |= {s.name for s in sympy.sympify(e).free_symbols}
+        case p.ParFor(size=e):
+            names |= {s.name for s in sympy.sympify(e).free_symbols}
+    for ph in children(c):
+        names |= _idents(ph)
+    return names
+
+
+# ----------------------------------------------------------------------------- hoisting
+
+
+class _Names:
+    def __init__(self, taken):
+        self.used = set(taken)
+
+    def fresh(self, base: str) -> str:
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base).strip("_") or "buf"
+        candidate, n = f"{base}_buf", 0
+        while candidate in self.used:
+            n += 1
+            candidate = f"{base}_buf{n}"
+        self.used.add(candidate)
+        return candidate
+
+
+def _buffer(names: _Names, region: str, role: str, data: p.Data, copies: sympy.Expr, sizes) -> HoistedBuffer:
+    count = sympy.expand(p.elements(data) * copies)
+    unknown = {s.name for s in count.free_symbols} - sizes
+    if unknown:
+        raise CompileError(f"the intermediate {region} has {count} elements, which depends on "
+                           f"{', '.join(sorted(unknown))}: OpenCL buffers need sizes known from the "
+                           f"input sizes")
+    return HoistedBuffer(names.fresh(region), role, p.scalar_of(data), count)
+
+
+def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr):
+    """The acceptor and expression of one copy of ``data`` at ``offset`` in ``buf``."""
+    flat = p.Arr(buf.count, p.Num(buf.elem))
+    return (p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, data),
+            p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, data))
+
+
+def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phrase:
+    match c:
+        case p.Ident(n, p.AccT()) if n == name:
+            return acc
+        case p.Ident(n, p.ExpT()) if n == name:
+            return exp
+    return map_children(c, lambda ph: _substitute(ph, name, acc, exp))
+
+
+def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: _Names, buffers: dict, sizes) -> p.Phrase:
+    match c:
+        case p.New(name, data, body, offset) if offset is not None:
+            inner = _hoist(body, loops, spaces, names, buffers, sizes)
+            space = spaces.get(name, "global")
+            if space == "private":
+                private_count(data)
+                return replace(c, body=inner, arena_offset=None, space="private")
+            if space == "local":
+                after = max((j for j, lp in enumerate(loops) if lp.level == "workgroup"), default=-1)
+                copies_of = [lp for lp in loops[after + 1:] if lp.level == "local"]
+            else:
+                copies_of = [lp for lp in loops if lp.level in PARALLEL]
+            copies = math.prod((lp.size for lp in copies_of), start=sympy.Integer(1))
+            linear = sympy.Integer(0)
+            for lp in copies_of:  # row-major over the loops, outermost first
+                linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
+            buf = _buffer(names, name, "local" if space == "local" else "temp", data, copies, sizes)
+            buffers[buf.name] = buf
+            return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
+        case p.ParFor(size, _, index, _, _, body, strategy):
+            inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
+            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
+    return map_children(c, lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes))
+
+
+# ----------------------------------------------------------------------------- NDRange
+
+
+def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
+    if sequential:
+        return (sympy.Integer(1),), (sympy.Integer(1),)
+    top = next(_loops_at_top(body))
+    if top.strategy.level == "global":
+        dims: list = []
+        _global_dims(body, 0, dims)
+        return tuple(_known(n, sizes) for n in dims), None
+    widths = [int(lp.size) for lp in _all_loops(top) if level_of(lp) == "local" and sympy.sympify(lp.size).is_Integer]
+    local = min(max(widths, default=DEFAULT_LOCAL), MAX_LOCAL) or 1
+    groups = _known(top.size, sizes)
+    return (groups * local,), (sympy.Integer(local),)
+
+
+def _known(n, sizes) -> sympy.Expr:
+    n = sympy.sympify(n)
+    unknown = {s.name for s in n.free_symbols} - sizes
+    if unknown:
+        raise CompileError(f"a parallel loop of {n} iterations: the NDRange needs sizes known from the "
+                           f"input sizes, not {', '.join(sorted(unknown))}")
+    return n
+
+
+def _loops_at_top(c: p.Phrase):
+    if isinstance(c, p.ParFor):
+        yield c
+        return
+    for ph in children(c):
+        yield from _loops_at_top(ph)
+
+
+def _all_loops(c: p.Phrase):
+    if isinstance(c, p.ParFor):
+        yield c
+    for ph in children(c):
+        yield from _all_loops(ph)
+
+
+def _global_dims(c: p.Phrase, depth: int, dims: list):
+    """The size of the first global loop at each nesting depth."""
+    if isinstance(c, p.ParFor) and level_of(c) == "global":
+        if len(dims) == depth:  # a vectorised loop has one work-item per vector
+            width = c.strategy.width
+            dims.append(c.size if width == 1 else sympy.ceiling(sympy.sympify(c.size) / width))
+        _global_dims(c.body, depth + 1, dims)
+        return
+    for ph in children(c):
+        _global_dims(ph, depth, dims)

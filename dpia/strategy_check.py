@@ -1,0 +1,234 @@
+"""The strategy of an imperative DPIA kernel for OpenCL (DPIA paper §6.2; RISE & Shine's Rd/Wr
+rule): every ``parfor`` gets its level, every region its address space, and what OpenCL cannot
+run is a located ``CompileError``.
+
+Levels.  A ``parfor`` whose build named no level gets the default strategy: global where it is
+the outermost loop of an OpenCL kernel, sequential inside anything.  A named level must nest as
+OpenCL's hierarchy does: global only inside global (one NDRange dimension per level, three at
+most), workgroup only at the top of a kernel, local only inside a workgroup (a sequential loop
+in between is fine: its bounds are the same for the whole group), and nothing parallel inside
+a sequential kernel or a local loop.
+
+Address spaces.  A region (an array intermediate, DPS's ``alloc``) lives where the build that
+writes it says (``to_global``/``to_local``/``to_private``).  Unsaid, it is global, unless its
+writer is a parallel build that the program mapped explicitly: then the program must say where
+the value goes (Shine: a ``mapLocal`` whose result is stored needs ``toLocal``/``toGlobal``).
+Local memory exists only inside a work-group; private memory cannot be written by a parallel
+loop (each work-item has its own copy) and must have a size known when compiling.
+
+Races.  A parallel ``parfor`` body must be passive: it writes its own element (``out``) and
+storage declared inside it, nothing else.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+
+from fsmooth.errors import CompileError
+from fsmooth.strategies import Strategy
+
+from . import phrases as p
+
+PARALLEL = ("global", "workgroup", "local")
+_WHAT = {"global": "build_global", "workgroup": "build_workgroup", "local": "build_local",
+         "seq": "a sequential loop"}
+
+
+def level_of(loop: p.ParFor) -> str | None:
+    return loop.strategy.level if loop.strategy is not None else None
+
+
+def _loc(loop: p.ParFor | None):
+    return loop.strategy.loc if loop is not None and loop.strategy is not None else None
+
+
+def children(ph: p.Phrase):
+    """The phrases directly inside ``ph``."""
+    for f in dataclasses.fields(ph):
+        value = getattr(ph, f.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, p.Phrase):
+                yield item
+
+
+def map_children(ph: p.Phrase, f) -> p.Phrase:
+    """``ph`` with ``f`` applied to each phrase directly inside it."""
+    changes = {}
+    for fld in dataclasses.fields(ph):
+        value = getattr(ph, fld.name)
+        if isinstance(value, p.Phrase):
+            changes[fld.name] = f(value)
+        elif isinstance(value, tuple) and any(isinstance(v, p.Phrase) for v in value):
+            changes[fld.name] = tuple(f(v) if isinstance(v, p.Phrase) else v for v in value)
+    return dataclasses.replace(ph, **changes) if changes else ph
+
+
+def root(ph: p.Phrase) -> str | None:
+    """The identifier an acceptor or expression path starts from."""
+    match ph:
+        case p.Ident(name):
+            return name
+        case p.Idx(arr) | p.Shift(arr):
+            return root(arr)
+    return None
+
+
+# ----------------------------------------------------------------------------- levels
+
+
+def resolve_levels(c: p.Phrase, outer: tuple = ()) -> p.Phrase:
+    """``c`` with the level of every ``parfor`` decided; ``outer``: the levels of the loops
+    around ``c`` (``("seq",)`` for the body of a sequential OpenCL kernel)."""
+    match c:
+        case p.ParFor(strategy=strategy):
+            level = _level(c, outer)
+            s = strategy or Strategy()
+            resolved = dataclasses.replace(s, level=level)
+            return dataclasses.replace(c, strategy=resolved, body=resolve_levels(c.body, outer + (level,)))
+        case p.For() | p.DoubleBuffer():
+            return map_children(c, lambda ph: resolve_levels(ph, outer + ("seq",)))
+    return map_children(c, lambda ph: resolve_levels(ph, outer))
+
+
+def _level(loop: p.ParFor, outer: tuple) -> str:
+    asked = level_of(loop)
+    if asked is None:
+        return "global" if not outer else "seq"
+    inner = outer[-1] if outer else None
+    ok = {
+        "seq": True,
+        "global": all(o == "global" for o in outer) and len(outer) < 3,
+        "workgroup": not outer,
+        "local": "workgroup" in outer and "local" not in outer and "global" not in outer,
+    }[asked]
+    if not ok:
+        where = (f"inside {_WHAT[inner]}" if inner is not None
+                 else "outside a build_workgroup" if asked == "local" else "here")
+        if asked == "global" and len(outer) >= 3 and inner == "global":
+            where = "nested more than three deep (OpenCL has three dimensions)"
+        raise CompileError(f"illegal nesting: {_WHAT[asked]} {where}; OpenCL nests global in global, "
+                           f"workgroup at the top of a kernel and local inside a workgroup", _loc(loop))
+    return asked
+
+
+# ----------------------------------------------------------------------------- address spaces
+
+
+def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
+    """The address space of each region in ``regions`` (names of array ``new``s) that ``c``
+    writes, checked against where it is declared and who writes it."""
+    writers: dict = {}  # region -> [(ParFor, levels around the region's declaration)]
+    declared: dict = {}  # region -> levels around its ``new``
+    _collect(c, outer, regions, writers, declared)
+    spaces = {}
+    for region in regions:
+        loops = writers.get(region, [])
+        said = {lp.strategy.space for lp in loops if lp.strategy is not None and lp.strategy.space}
+        if len(said) > 1:
+            raise CompileError(f"the intermediate written by these builds is given two address spaces "
+                               f"({', '.join(sorted(said))})", _loc(loops[0]))
+        space = said.pop() if said else None
+        if space is None:
+            mapped = [lp for lp in loops if level_of(lp) in PARALLEL and lp.strategy.loc is not None]
+            if mapped:
+                raise CompileError(f"the result of {_WHAT[level_of(mapped[0])]} is stored in memory, but "
+                                   f"its address space is missing: wrap it in to_global(...) or "
+                                   f"to_local(...) (Rd/Wr: a value written to memory needs a place)",
+                                   _loc(mapped[0]))
+            space = "global"
+        around = declared.get(region, outer)
+        first = loops[0] if loops else None
+        if space == "local" and "workgroup" not in around:
+            raise CompileError("to_local outside a work-group: local memory belongs to one work-group, "
+                               "so the build must be inside build_workgroup",
+                               _loc(first) if first else None)
+        if space == "private":
+            parallel = [lp for lp in loops if level_of(lp) in PARALLEL]
+            if parallel:
+                raise CompileError(f"to_private of {_WHAT[level_of(parallel[0])]}: private memory belongs "
+                                   f"to one work-item and cannot be written by a parallel loop",
+                                   _loc(parallel[0]))
+        spaces[region] = space
+    return spaces
+
+
+def _collect(c: p.Phrase, outer: tuple, regions: frozenset, writers: dict, declared: dict):
+    match c:
+        case p.New(name) if name in regions:
+            declared[name] = outer
+        case p.ParFor(acc=acc):
+            r = root(acc)
+            if r in regions:
+                writers.setdefault(r, []).append(c)
+            for ph in children(c):
+                _collect(ph, outer + (level_of(c) or "seq",), regions, writers, declared)
+            return
+        case p.For() | p.DoubleBuffer():
+            for ph in children(c):
+                _collect(ph, outer + ("seq",), regions, writers, declared)
+            return
+    for ph in children(c):
+        _collect(ph, outer, regions, writers, declared)
+
+
+def private_count(data: p.Data, loc=None) -> int:
+    count = sympy.sympify(p.elements(data))
+    if not count.is_Integer:
+        raise CompileError(f"to_private of an array of {count} elements: private arrays need a size "
+                           f"known when compiling", loc)
+    return int(count)
+
+
+# ----------------------------------------------------------------------------- races
+
+
+def check_passive(c: p.Phrase) -> None:
+    """Raise where a parallel ``parfor``'s body writes storage declared outside it."""
+    for loop in _parallel_loops(c):
+        inside = _bound(loop.body) | {loop.out}
+        for target, where in _writes(loop.body):
+            if target is not None and target not in inside:
+                raise CompileError(f"the body of {_WHAT[level_of(loop)]} is not passive: it writes "
+                                   f"{target}, which is declared outside it, from every iteration "
+                                   f"(a race); write only the build's own element", _loc(where) or _loc(loop))
+
+
+def _parallel_loops(c: p.Phrase):
+    if isinstance(c, p.ParFor) and level_of(c) in PARALLEL:
+        yield c
+    for ph in children(c):
+        yield from _parallel_loops(ph)
+
+
+def _bound(c: p.Phrase) -> set:
+    names = set()
+    match c:
+        case p.New(name):
+            names.add(name)
+        case p.ParFor(out=out):
+            names.add(out)
+        case p.DoubleBuffer(state=state, out=out):
+            names |= {state, out}
+    for ph in children(c):
+        names |= _bound(ph)
+    return names
+
+
+def _writes(c: p.Phrase, loop=None):
+    """(root of each acceptor written, the loop it is written in) in ``c``."""
+    match c:
+        case p.Assign(acc):
+            yield root(acc), loop
+        case p.CallCmd(out=out):
+            yield root(out), loop
+        case p.DoubleBuffer(first=first, second=second):
+            yield root(first), loop
+            yield root(second), loop
+        case p.ParFor(acc=acc):  # a nested loop writes through its acceptor
+            yield root(acc), c
+    inner = c if isinstance(c, p.ParFor) else loop
+    for ph in children(c):
+        if isinstance(c, p.ParFor) and ph is c.acc:
+            continue
+        yield from _writes(ph, inner)

@@ -1,0 +1,73 @@
+"""Allocation hoisting out of lambdas (DPS paper Fig. 9):
+
+    λ x. alloc t1 (λ r. t2)  ⤳  alloc t1 (λ r. λ x. t2)    if x ∉ FV t1
+
+The lambdas that matter are the bodies of ``build`` and ``ifold``: a region allocated in one,
+whose size depends on the kernel's sizes only, is allocated once around the loop instead of
+once per iteration.  An alloc floats up to the loop through the lets, conditionals and other
+allocs of the body; applied bottom-up, a region in nested loops floats out of all of them.
+
+A sequential loop (an ifold, or a build that is not parallel) shares the one region among
+its iterations: what an iteration keeps in it is dead when the iteration ends (its result is
+in the build's element or the ifold's state).  A parallel build's iterations run at once, so
+a region hoisted out of it holds one copy per iteration, ``count × n`` elements, iteration
+``i`` using ``Offset(r, i × count)``: DPIA §6.4 hoists ``new`` out of ``parfor`` the same way.
+The two buffers of an array-state ifold are named by the ifold rather than ref'd, so they
+cannot be given an offset: they stay in a parallel build's body, where the layout gives each
+iteration a frame of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shape.sizes import size_symbol
+
+from . import ir
+from .terms import children, ifold_buffers, rebase
+
+
+def hoist_allocs(t: ir.Term, sizes: frozenset[str]) -> ir.Term:
+    """``t`` with every alloc whose size is over ``sizes`` (the kernel's size symbols) out of
+    the loops around it."""
+    t = children(t, lambda u: hoist_allocs(u, sizes))
+    if not isinstance(t, (ir.Build, ir.Ifold)):
+        return t
+    parallel = isinstance(t, ir.Build) and t.parallel
+    body, lifted = _float(t.body, sizes, ifold_buffers(t.body) if parallel else frozenset())
+    if parallel:
+        for a in lifted:
+            body = rebase(body, a.region, ir.RVar(a.region), size_symbol(t.index) * a.count)
+        lifted = [_per_iteration(a, t) for a in lifted]
+    loop: ir.Term = replace(t, body=body)
+    for a in reversed(lifted):
+        loop = replace(a, body=loop)
+    return loop
+
+
+def _per_iteration(a: ir.Alloc, build: ir.Build) -> ir.Alloc:
+    """The region ``a`` once for each iteration of ``build``, side by side."""
+    dims = None if a.dims is None else (build.size, *a.dims)
+    return replace(a, count=a.count * build.size, dims=dims)
+
+
+def _float(t: ir.Term, sizes: frozenset[str], fixed: frozenset[str]) -> tuple[ir.Term, list[ir.Alloc]]:
+    """(``t`` without the allocs that can leave the loop body it is in, those allocs, outermost
+    first; each still carries its old body, which the caller replaces)."""
+    match t:
+        case ir.Alloc(region, _, n, body):
+            body, lifted = _float(body, sizes, fixed)
+            if region not in fixed and {s.name for s in n.free_symbols} <= sizes:
+                return body, [t, *lifted]
+            return replace(t, body=body), lifted
+        case ir.Let(_, rhs, body):
+            rhs, lifted_rhs = _float(rhs, sizes, fixed)
+            body, lifted_body = _float(body, sizes, fixed)
+            return replace(t, rhs=rhs, body=body), lifted_rhs + lifted_body
+        case ir.If(_, a, b):
+            a, lifted_a = _float(a, sizes, fixed)
+            b, lifted_b = _float(b, sizes, fixed)
+            return replace(t, then=a, orelse=b), lifted_a + lifted_b
+        case ir.Ifold(init=init):  # a nested loop: its init runs once per iteration of ours
+            init, lifted = _float(init, sizes, fixed)
+            return replace(t, init=init), lifted
+    return t, []

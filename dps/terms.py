@@ -1,0 +1,132 @@
+"""Traversals of DPS-F̃ terms shared by the storage passes: sub-terms, destination refs,
+the regions and names a term uses, and moving a region's refs to another place."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sympy
+
+from fsmooth.core import Var
+
+from . import ir
+
+
+def children(t: ir.Term, f) -> ir.Term:
+    """``t`` with ``f`` applied to each sub-term."""
+    match t:
+        case ir.Let(_, rhs, body):
+            return replace(t, rhs=f(rhs), body=f(body))
+        case ir.If(_, a, b):
+            return replace(t, then=f(a), orelse=f(b))
+        case ir.Alloc() | ir.Build():
+            return replace(t, body=f(t.body))
+        case ir.Ifold():
+            return replace(t, body=f(t.body), init=f(t.init))
+    return t
+
+
+def map_refs(t: ir.Term, f) -> ir.Term:
+    """``t`` with ``f`` applied to every destination ref in it."""
+    match t:
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call():
+            t = replace(t, dest=f(t.dest))
+    return children(t, lambda u: map_refs(u, f))
+
+
+def subterms(t: ir.Term):
+    """``t`` and every term inside it."""
+    yield t
+    inner: list = []
+    children(t, lambda u: inner.append(u) or u)
+    for u in inner:
+        yield from subterms(u)
+
+
+def split_ref(ref: ir.Ref) -> tuple[ir.Ref, sympy.Expr]:
+    """(the region or destination under ``ref``, its offset from there in elements)."""
+    if isinstance(ref, ir.Offset):
+        base, elems = split_ref(ref.base)
+        return base, elems + ref.elems
+    return ref, sympy.Integer(0)
+
+
+def regions_used(t: ir.Term) -> set[str]:
+    used: set[str] = set()
+
+    def see(ref):
+        base, _ = split_ref(ref)
+        if isinstance(base, ir.RVar):
+            used.add(base.name)
+        return ref
+
+    map_refs(t, see)
+    for u in subterms(t):
+        if isinstance(u, ir.Ifold) and u.buffers:
+            used.update(u.buffers)
+    return used
+
+
+def ifold_buffers(t: ir.Term) -> set[str]:
+    """The regions that array-state ifolds in ``t`` double-buffer (named, not ref'd, by the
+    ifold: they cannot be moved into another region)."""
+    return {b for u in subterms(t) if isinstance(u, ir.Ifold) and u.buffers for b in u.buffers}
+
+
+def rebase(t: ir.Term, region: str, base: ir.Ref, shift: sympy.Expr) -> ir.Term:
+    """``t`` with each ref ``region + k`` replaced by ``base + shift + k``."""
+    def move(ref):
+        under, elems = split_ref(ref)
+        if under != ir.RVar(region):
+            return ref
+        return ir.Offset(base, sympy.expand(shift + elems))
+    return map_refs(t, move)
+
+
+def names_used(t: ir.Term) -> set[str]:
+    """The variables ``t`` reads: as atoms, and as symbols of the sizes and offsets in it."""
+    names: set[str] = set()
+
+    def atom(a):
+        if isinstance(a, Var):
+            names.add(a.name)
+
+    def size(e):
+        if isinstance(e, sympy.Basic):
+            names.update(s.name for s in e.free_symbols)
+        elif e is not None:
+            atom(e)
+
+    def ref(r):
+        size(split_ref(r)[1])
+        return r
+
+    for u in subterms(t):
+        match u:
+            case ir.Atom_(a):
+                atom(a)
+            case ir.Prim(_, args) | ir.Call(_, _, args):
+                for a in args:
+                    atom(a)
+            case ir.Get(arr, idx):
+                atom(arr)
+                atom(idx)
+            case ir.CardOf(value):
+                size(value)
+            case ir.If(c):
+                atom(c)
+            case ir.Copy(_, src, n):
+                atom(src)
+                size(n)
+            case ir.Alloc(_, _, n, _, offset):
+                size(n)
+                size(offset)
+            case ir.Build(_, n):
+                size(n)
+            case ir.Ifold(count=n):
+                size(n)
+        for d in getattr(u, "dims", None) or ():
+            size(d)
+        if isinstance(u, ir.Call):
+            size(u.scratch_offset)
+    map_refs(t, ref)
+    return names

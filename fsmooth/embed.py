@@ -1,0 +1,310 @@
+"""Embeddable C for a module of kernels: what ``fsmooth compile FILE.py -o DIR`` writes.
+
+All exported kernels of a module go into one translation unit (their callees shared), laid out
+the way C users know from Futhark's ``--library`` output:
+
+    <module>.h      the API: a header in commented sections (overview, status codes, one
+                    documented block of prototypes per kernel), include guards, ``extern "C"``,
+                    nothing beyond <stdint.h> and <stdbool.h>
+    <module>.c      the generated code; includes <module>.h and fsmooth_rt.h
+    fsmooth_rt.h    the run-time header, copied from clib/ (libc and libm only)
+    <module>.json   the manifest: kernels, parameters, dims, sizes, constraints, result dims and
+                    scratch formulas, for tools that generate bindings
+
+The ABI of each kernel is that of ``fsmooth.artifact``; the header's prototypes are the
+artifact's own declarations (``CArtifact.cdef``), so the two cannot drift apart.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import textwrap
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import fsmooth
+from clib import HEADER_DIR
+from dps.ir import ALIGN
+
+from . import core
+from .artifact import STATUS, CArtifact, KernelInterface
+from .errors import CompileError
+from .kernel import Kernel
+from .options import Options
+from .types import ArrayT, C_TYPE, element_scalar, rank, type_str
+
+RUNTIME_HEADER = "fsmooth_rt.h"
+
+
+@dataclass(frozen=True)
+class Library:
+    """The files of one compiled module, as text (``write`` puts them in a directory)."""
+
+    name: str  # the module's C name: the stem of every file and the prefix of its macros
+    header: str
+    source: str
+    manifest: dict
+
+    def write(self, directory: Path) -> list[Path]:
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = [directory / f"{self.name}.h", directory / f"{self.name}.c", directory / RUNTIME_HEADER,
+                 directory / f"{self.name}.json"]
+        paths[0].write_text(self.header)
+        paths[1].write_text(self.source)
+        shutil.copyfile(HEADER_DIR / RUNTIME_HEADER, paths[2])
+        paths[3].write_text(json.dumps(self.manifest, indent=2) + "\n")
+        return paths
+
+
+# ----------------------------------------------------------------------------- one program
+
+def exported_kernels(module) -> list[Kernel]:
+    """The kernels ``module`` defines (not those it imports), helpers left out, in source order."""
+    return [k for k in vars(module).values()
+            if isinstance(k, Kernel) and k.fn.__module__ == module.__name__ and not k.program().main.is_helper]
+
+
+def merged_program(kernels: list[Kernel]) -> core.Program:
+    """One program holding every kernel of ``kernels`` and everything they call."""
+    merged: dict[str, core.KernelDef] = {}
+    for k in kernels:
+        for name, definition in k.program().kernels.items():
+            if merged.setdefault(name, definition) != definition:
+                raise CompileError(f"two different kernels are named '{name}'; rename one", definition.loc)
+    return core.Program(merged, kernels[0].name)
+
+
+def compile_module(kernels: list[Kernel], options: Options) -> CArtifact:
+    """The C of all ``kernels`` in one translation unit; every kernel of the program is exported."""
+    from .driver import compile_to_c
+
+    artifact = compile_to_c(merged_program(kernels), options)
+    missing = [k.name for k in kernels if k.name not in artifact.interfaces]
+    if missing:  # the pipeline's contract: no exported kernel is dropped, even when inlined
+        raise RuntimeError(f"the pipeline dropped the kernels {', '.join(missing)}")
+    return artifact
+
+
+# ----------------------------------------------------------------------------- C declarations
+
+@dataclass(frozen=True)
+class _Declarations:
+    """The prototypes of one kernel, from the artifact, and the C names of its parameters."""
+
+    prototypes: tuple[str, ...]  # K, K_shape, K_scratch_bytes, K_check_sizes
+    params: tuple[tuple[str, str, tuple[str, ...]], ...]  # per F̃ parameter: C type, C name, dim names
+    result_ctype: str  # the type ``out`` points at
+
+
+def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
+    name = re.escape(interface.name)
+    lines = cdef.splitlines()
+
+    def prototype(pattern: str) -> str:
+        return next(line for line in lines if re.match(pattern, line))
+
+    main = prototype(rf"int {name}\(")
+    c_params = [_split_declaration(text) for text in main[main.index("(") + 1:main.rindex(")")].split(", ")]
+    result_ctype = c_params[1][0].rstrip(" *")
+    params, j = [], 2
+    for _, ty in interface.params:
+        ctype, cname = c_params[j]
+        dims = tuple(cname for _, cname in c_params[j + 1:j + 1 + rank(ty)])
+        params.append((ctype, cname, dims))
+        j += 1 + rank(ty)
+    prototypes = (main, prototype(rf"void {name}_shape\("), prototype(rf"int64_t {name}_scratch_bytes\("),
+                  prototype(rf"int {name}_check_sizes\("))
+    return _Declarations(prototypes, tuple(params), result_ctype)
+
+
+def _split_declaration(text: str) -> tuple[str, str]:
+    """``const double *v1`` → (``const double *``, ``v1``)."""
+    match = re.fullmatch(r"(.*?[\s*])(\w+)", text.strip())
+    return match.group(1).strip(), match.group(2)
+
+
+# ----------------------------------------------------------------------------- the files
+
+def c_identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII)
+    return ident if ident and not ident[0].isdigit() else f"m_{ident}"
+
+
+def _status_macro(prefix: str, code: int) -> str:
+    return f"{prefix}_STATUS_{re.sub(r'[^A-Z0-9]+', '_', STATUS[code].upper()).strip('_')}"
+
+
+def build_flags(artifact: CArtifact) -> dict:
+    """What a C build of the generated code needs beyond a C99 compiler: the variant's flags
+    (-fopenmp for --parallel) and libraries (libgc for the gc variant), then libm."""
+    return {"cflags": ["-std=c99", *artifact.compile_args],
+            "libs": [f"-l{library}" for library in (*artifact.libraries, "m")]}
+
+
+def _comment(lines: list[str]) -> list[str]:
+    """A C block comment; ``*/`` inside the text (from a docstring) cannot end it early."""
+    text = [line.replace("*/", "* /") for line in lines]
+    if len(text) == 1:
+        return [f"/* {text[0]} */"]
+    return ["/* " + text[0]] + [(" * " + line).rstrip() for line in text[1:]] + [" */"]
+
+
+_ALLOCATION_NOTES = {
+    "arena": "Kernels never allocate: temporaries live in `scratch`, which the caller owns.",
+    "malloc": "Temporaries come from malloc/free inside the kernels (allocation 'malloc').",
+    "leaky": "Temporaries come from malloc and are never freed (allocation 'leaky': for benchmarks only).",
+    "gc": "Temporaries come from Boehm's GC_malloc (allocation 'gc'): link with -lgc.",
+}
+
+
+def _overview(name: str, source_file: str, options: Options, artifact: CArtifact) -> list[str]:
+    prefix = name.upper()
+    flags = build_flags(artifact)
+    return [
+        f"{name}.h: the C API of the kernels of {source_file}, generated by fsmooth {fsmooth.__version__}.",
+        "Do not edit: run `fsmooth compile` again instead.",
+        "",
+        "---- Overview",
+        "",
+        *textwrap.wrap(f"Kernels: {', '.join(artifact.interfaces)}.", 96),
+        "",
+        "Each kernel K comes with four functions:",
+        "",
+        "  int     K(void *scratch, T *out, <params>);  runs K; returns a status code (below)",
+        "  void    K_shape(int64_t *dims_out, <sizes>);  writes the result's dims (rank of them)",
+        "  int64_t K_scratch_bytes(<sizes>);              the exact peak scratch bytes of one call",
+        "  int     K_check_sizes(<sizes>);                0, or 1 + the number of the first failed",
+        "                                                 size constraint (K checks them itself too)",
+        "",
+        "An array is one flat, contiguous, row-major buffer of its element type.  An array parameter",
+        "`a` of rank r is passed as a pointer followed by its r dims a_d0, ..., a_d{r-1}; a scalar",
+        "parameter by value.  <sizes> are the size symbols of K: each is a dim of an array parameter",
+        "or the value of a Card parameter (see each kernel).  The caller allocates the result: `out`",
+        "points at the product of the K_shape dims elements of the result type, or at one scalar.",
+        "",
+        _ALLOCATION_NOTES[options.allocation],
+        f"`scratch` must hold K_scratch_bytes(...) bytes, aligned to {prefix}_SCRATCH_ALIGN bytes (malloc's",
+        "alignment suffices); one buffer sized for the largest call serves every call, one call at",
+        "a time.  A kernel writes nowhere but `out` and `scratch`.",
+        "",
+        f"Build: cc {' '.join(flags['cflags'])} -c {name}.c  (with {RUNTIME_HEADER} beside it); "
+        f"link with {' '.join(flags['libs'])}.",
+        *(["Parallel: the outermost parallel loops carry `#pragma omp parallel for` (-fopenmp)."]
+          if options.parallel else []),
+    ]
+
+
+def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | None, prefix: str) -> list[str]:
+    params = ", ".join(f"{p}: {type_str(t)}" for p, t in interface.params)
+    lines = [f"---- {interface.name}({params}) -> {type_str(interface.result)}"]
+    if doc:
+        lines += [""] + [line.rstrip() for line in inspect.cleandoc(doc).splitlines()]
+    lines += ["", "Parameters:"]
+    for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params):
+        shape = f", dims {' x '.join(dims)}" if dims else ""
+        lines.append(f"  {cname:<12} {ctype:<16} {type_str(ty)}{shape}")
+    result_rank = rank(interface.result)
+    what = f"dims {' x '.join(interface.result_dims)}, row-major" if result_rank else "one scalar"
+    lines.append(f"Result: `out` ({decl.result_ctype} *), {type_str(interface.result)}, {what}")
+    if interface.sizes:
+        lines.append("Sizes: " + "; ".join(
+            f"{s.symbol} = " + (f"the value of {s.param}" if s.dim is None else f"dim {s.dim} of {s.param}")
+            for s in interface.sizes))
+    if interface.constraints:
+        lines.append(f"Requires (else {interface.name}_check_sizes is nonzero and {interface.name} returns "
+                     f"{_status_macro(prefix, 3)}):")
+        lines += [f"  {j + 1}. {c.c_expr}   ({c.message})" for j, c in enumerate(interface.constraints)]
+    lines.append(f"Scratch: {interface.scratch_formula} bytes")
+    return lines
+
+
+def _header(name: str, source_file: str, artifact: CArtifact, kernels: dict[str, Kernel],
+            options: Options) -> str:
+    prefix, guard = name.upper(), f"FSMOOTH_{name.upper()}_H"
+    interfaces = list(artifact.interfaces.values())
+    out = _comment(_overview(name, source_file, options, artifact))
+    out += ["", f"#ifndef {guard}", f"#define {guard}", "", "#include <stdbool.h>", "#include <stdint.h>", "",
+            "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    out += _comment(["---- Status codes: what every kernel returns"])
+    width = max(len(_status_macro(prefix, code)) for code in STATUS)
+    out += [f"#define {_status_macro(prefix, code):<{width}} {code}  /* {STATUS[code]} */" for code in STATUS]
+    out += ["", "/* The text of a status code (\"unknown status\" for any other int). */",
+            f"const char *{name}_status_message(int status);", "",
+            "/* Every region of the scratch arena starts on this boundary. */",
+            f"#define {prefix}_SCRATCH_ALIGN {ALIGN}"]
+    for interface in interfaces:
+        decl = _declarations(interface, artifact.cdef)
+        kernel = kernels.get(interface.name)
+        out += [""] + _comment(_kernel_comment(interface, decl, kernel.fn.__doc__ if kernel else None, prefix))
+        out += list(decl.prototypes)
+    out += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */"]
+    return "\n".join(out) + "\n"
+
+
+def _source(name: str, artifact: CArtifact) -> str:
+    cases = [f"    case {code}: return \"{text}\";" for code, text in STATUS.items()]
+    status_message = [f"const char *{name}_status_message(int status) {{", "    switch (status) {", *cases,
+                      '    default: return "unknown status";', "    }", "}"]
+    return "\n".join([f"/* {name}.c: generated by fsmooth {fsmooth.__version__}; the API is {name}.h. */",
+                      f'#include "{name}.h"', "", artifact.source.rstrip("\n"), "",
+                      "/* ---- status codes */", *status_message]) + "\n"
+
+
+def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options) -> dict:
+    kernels = {}
+    for interface in artifact.interfaces.values():
+        decl = _declarations(interface, artifact.cdef)
+        params = [{"name": pname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype, "cname": cname,
+                   "dims": list(dims)}
+                  for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
+        result = interface.result
+        kernels[interface.name] = {
+            "cfun": interface.name,
+            "shape_fun": f"{interface.name}_shape",
+            "scratch_fun": f"{interface.name}_scratch_bytes",
+            "check_fun": f"{interface.name}_check_sizes",
+            "prototypes": list(decl.prototypes),
+            "params": params,
+            "result": {"type": type_str(result), "rank": rank(result),
+                       "ctype": C_TYPE[element_scalar(result)] if isinstance(result, ArrayT) else C_TYPE[result],
+                       "dims": list(interface.result_dims)},
+            "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
+            "constraints": [{"c_expr": c.c_expr, "param": c.param, "message": c.message}
+                            for c in interface.constraints],
+            "scratch_bytes": interface.scratch_formula,
+        }
+    return {
+        "generator": f"fsmooth {fsmooth.__version__}",
+        "module": name,
+        "source": source_file,
+        "files": {"header": f"{name}.h", "c": f"{name}.c", "runtime": [RUNTIME_HEADER]},
+        "options": asdict(options),
+        "build": build_flags(artifact),
+        "scratch_align": ALIGN,
+        "status_codes": {str(code): text for code, text in STATUS.items()},
+        "kernels": kernels,
+    }
+
+
+def _check_library_names(name: str, artifact: CArtifact) -> None:
+    """The library's own C names must not be a kernel's function names."""
+    ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
+    for k in artifact.interfaces:
+        clash = ours & {k, f"{k}_shape", f"{k}_scratch_bytes", f"{k}_check_sizes", f"{k}_body"}
+        if clash:
+            raise CompileError(f"the kernel name '{k}' clashes with the library's C name {sorted(clash)[0]}; "
+                               "rename the kernel or the module")
+
+
+def library(module_name: str, kernels: list[Kernel], options: Options, source_file: str) -> Library:
+    """The header, C and manifest of ``kernels`` as the module ``module_name`` (of ``source_file``)."""
+    if not kernels:
+        raise ValueError(f"{source_file} exports no kernels")
+    name = c_identifier(module_name)
+    artifact = compile_module(kernels, options)
+    _check_library_names(name, artifact)
+    by_name = {k.name: k for k in kernels}
+    return Library(name, _header(name, source_file, artifact, by_name, options), _source(name, artifact),
+                   _manifest(name, source_file, artifact, options))

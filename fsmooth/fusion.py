@@ -1,0 +1,91 @@
+"""Fusion (DPS paper Fig. 4) and the inlining of single-use lets that lets it fire.
+
+    (build n f)[i]     ⇝  f i
+    length (build n f) ⇝  n
+
+On ANF a ``build`` is always let-bound, so the rules meet it through its binding:
+``length x`` of a let-bound ``x = build n f`` becomes ``n`` whatever else uses ``x``
+(``fuse``), and a build read exactly once, as ``x[i]``, is substituted into that read
+(``inline_lets``), where the first rule then consumes it.  A build read twice, or passed to a
+call, stays: it is an intermediate that must exist (the paper's irreducible core, §2.2).
+
+Both work on one kernel body whose binders are unique (``fsmooth.simplify.simplify_kernel``);
+their output may leave ANF (``f i`` is an application, a substituted build sits in a read)
+and is renormalised by the caller, which β-reduces ``f i``.
+
+Semantics: every F̃ expression is pure, but a read can fail.  Fusing evaluates ``f`` at the
+one index read instead of at every index of the build, so a build whose other elements would
+have failed a read no longer fails; an out-of-range ``x[i]`` itself becomes ``f i``.  Both
+are accepted, as in the paper (and as for ``fsmooth.dce``).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Var
+from .simplify import children, map_children, substitute
+from .typecheck import conform
+
+
+def fuse(e: Expr, builds: dict[str, Build] | None = None) -> Expr:
+    """Apply Fig. 4 everywhere in ``e``; ``builds`` are the let-bound builds in scope."""
+    builds = builds or {}
+    match e:
+        case Let(name, rhs, body, ty):
+            rhs = fuse(rhs, builds)
+            inner = {**builds, name: rhs} if isinstance(rhs, Build) else builds
+            return Let(name, rhs, fuse(body, inner), ty, e.loc)
+        case Length(Build(size)):
+            return size
+        case Length(Var(name)) if name in builds:
+            return builds[name].size
+        case Get(Build(_, Lam(((_, param_ty),)) as f), idx):
+            return App(fuse(f, builds), (conform(fuse(idx, builds), param_ty),), e.ty, e.loc)
+    return map_children(e, lambda child: fuse(child, builds))
+
+
+def inline_lets(e: Expr, into_reads: bool) -> Expr:
+    """Substitute lets of atoms (copy and constant propagation) and, when ``into_reads`` (fusion
+    is on, so the read is consumed at once), builds whose only use is one read ``x[i]``.
+
+    Nothing else moves: a single-use let whose use is inside a lambda or a branch stays where
+    it is, so no work enters a loop body and none leaves a branch."""
+    match e:
+        case Let(name, rhs, body) if isinstance(rhs, (Var, Lit)):
+            return inline_lets(substitute(body, {name: rhs}), into_reads)
+        case Let(name, Build() as rhs, body) if into_reads and _read_once(name, body) and not _stored(rhs):
+            return inline_lets(_substitute_read(body, name, rhs), into_reads)
+    return map_children(e, lambda child: inline_lets(child, into_reads))
+
+
+def _stored(build: Build) -> bool:
+    """The program put this build's result in an address space (``to_local`` ...): a
+    materialisation it asked for (Shine's toMem), which fusing it into its read would undo."""
+    return build.strategy is not None and build.strategy.space is not None
+
+
+def occurrences(e: Expr) -> Counter:
+    """How many times each variable occurs free in ``e`` (binders are unique)."""
+    if isinstance(e, Var):
+        return Counter({e.name: 1})
+    return sum((occurrences(child) for child in children(e)), Counter())
+
+
+def _reads(e: Expr) -> Counter:
+    """How many times each variable occurs as the array of a read ``x[i]``."""
+    counts = sum((_reads(child) for child in children(e)), Counter())
+    if isinstance(e, Get) and isinstance(e.arr, Var):
+        counts[e.arr.name] += 1
+    return counts
+
+
+def _read_once(name: str, body: Expr) -> bool:
+    return occurrences(body)[name] == 1 and _reads(body)[name] == 1
+
+
+def _substitute_read(e: Expr, name: str, build: Build) -> Expr:
+    """``e`` with its one read ``name[i]`` made ``(build n f)[i]``."""
+    match e:
+        case Get(Var(arr), idx, ty) if arr == name:
+            return Get(build, idx, ty, e.loc)
+    return map_children(e, lambda child: _substitute_read(child, name, build))

@@ -1,0 +1,38 @@
+"""Inlining of calls of small kernels (DPS paper §2.2: fusion across library functions).
+
+Helper kernels (those taking functions) are always inlined by ``fsmooth.simplify``; this pass
+also inlines a call of a non-helper kernel whose body, already optimised, is small.  That is
+what lets fusion see through ``vectorNorm (vectorAdd vec1 vec2)``; a kernel too big to inline
+keeps its call, and its argument and result arrays stay intermediates that DPS allocates (the
+paper's "library function that is too big to inline").
+
+The callee kept in the program is unchanged: it is still compiled and exported on its own.
+"""
+from __future__ import annotations
+
+from . import core
+from .core import Call, Expr
+from .simplify import children, simplify_kernel
+
+SMALL_KERNEL = 100
+"""Largest body, in expression nodes after its own optimisation, of a kernel whose calls are
+inlined.  Every kernel of the Fig. 3 library and the test corpus is below it (the largest,
+Rodrigues' rotation, is about as big), so inlining is complete there; a body this size is a few
+dozen lines of C, so the copies stay cheap."""
+
+
+def size(e: Expr) -> int:
+    return 1 + sum(size(child) for child in children(e))
+
+
+def called_kernels(e: Expr) -> frozenset[str]:
+    here = frozenset([e.fn]) if isinstance(e, Call) else frozenset()
+    return here.union(*(called_kernels(child) for child in children(e)))
+
+
+def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.KernelDef:
+    """``k`` with every call of a small kernel of ``program`` replaced by the callee's body
+    (renamed apart, arguments bound by let), in ANF."""
+    small = frozenset(name for name in called_kernels(k.body)
+                      if size(program.kernels[name].body) <= SMALL_KERNEL)
+    return simplify_kernel(program, k, inline=small) if small else k

@@ -1,0 +1,64 @@
+"""What the OpenCL back end hands to the pyopencl launcher (DPIA paper §6).
+
+One F̃ kernel may need several OpenCL kernels run in order (a two-phase reduction); every
+global or local ``new`` of the imperative program has been hoisted to a kernel argument
+(§6.4), sized by the enclosing parallel loops.  Sizes are sympy text over the size symbols
+of ``interface.sizes`` (the same symbols as the C back end); the launcher turns each into a
+Python function once, at load time, so a call does no symbolic work.
+
+The launcher (``fsmooth.opencl_runtime``) relies on these conventions:
+  - A launch argument names a ``Buffer`` (passed as its ``cl.Buffer``, or as ``__local``
+    memory of ``count`` elements for a 'local' one), else a size symbol of
+    ``interface.sizes`` (passed as ``long``), else a scalar parameter of the F̃ kernel (passed
+    by value: Double as ``double``, Float as ``float``, Index/Card as ``long``, Bool as
+    ``uchar`` 0/1).  Array elements keep their numpy layout (Bool arrays are bytes).
+  - Exactly one Buffer has role 'output'.  For an array result its ``count`` is the product
+    of ``interface.result_dims``; for a scalar result it is "1" and the launcher returns that
+    one element.  Every 'input' Buffer is named after an array parameter.
+  - ``interface.constraints[k].c_expr`` is C text over the size symbols' names (as in
+    ``interface.sizes``), evaluated on the host before any launch.
+  - A launch whose global size has a zero dimension is skipped (no work-item would run);
+    ``local_size``, when given, must divide ``global_size`` in every dimension.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .artifact import KernelInterface
+from .types import Scalar
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A kernel argument that is memory.
+
+    role: 'input' (a parameter of the F̃ kernel, by name), 'output' (the result), 'temp' (a
+    hoisted global ``new``: allocated once per shape by the launcher and reused across calls)
+    or 'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
+    per work-group)."""
+
+    name: str
+    role: str
+    elem: Scalar
+    count: str  # number of elements, sympy text over the size symbols
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One ``clEnqueueNDRangeKernel``: the OpenCL kernel ``kernel`` with arguments ``args``
+    (names of ``Buffer``s or of size symbols, passed as ``long``), over ``global_size`` work
+    items in work-groups of ``local_size`` (None: the implementation chooses)."""
+
+    kernel: str
+    args: tuple  # str
+    global_size: tuple  # sympy text per dimension
+    local_size: tuple | None
+
+
+@dataclass(frozen=True)
+class OpenCLArtifact:
+    source: str  # OpenCL C, all kernels of the program
+    buffers: dict  # name -> Buffer
+    launches: tuple  # Launch, run in order
+    interface: KernelInterface  # params, result, sizes, constraints: as for C
+    needs_fp64: bool

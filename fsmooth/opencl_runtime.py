@@ -1,0 +1,637 @@
+"""Running an ``OpenCLArtifact`` through pyopencl: device choice, one build per (source, device),
+host-side size functions, hoisted buffers, launches in order, results back to numpy.
+
+A call checks and converts its arguments exactly as the C runtime does (``fsmooth.runtime``'s
+converters and size getter are reused), evaluates the kernel's size constraints, then looks up
+the *plan* for its sizes: result dims, bytes of every buffer, global and local sizes of every
+launch.  All those formulas were turned into one Python function at construction (no sympy in the
+call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
+buffers of host inputs and outputs) are allocated once and reused while they are large enough;
+'local' buffers become ``cl.LocalMemory``; size symbols are passed as ``np.int64``.  All launches
+go, in order, on one in-order queue with profiling enabled, so ``last_profile`` can report the
+time of each launch from its event.
+
+Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
+device is used in place, and the result stays on the device when ``device_result=True`` or when
+any input was a device array.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import statistics
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+import sympy
+
+from .opencl_artifact import OpenCLArtifact
+from .runtime import _MEMO_LIMIT, _array_converter, _scalar_converter, _size_getter
+from .types import NUMPY_DTYPE, Bool, Card, element_scalar, rank, type_str
+
+# Simulators are correct but thousands of times slower than a real device: only an explicit
+# PYOPENCL_CTX selects one.
+_SIMULATOR_PLATFORMS = ("oclgrind",)
+_POCL_PLATFORM = "portable computing language"
+
+# How a scalar parameter travels as a kernel argument (see opencl_artifact: Bool is a uchar,
+# since OpenCL forbids bool kernel arguments).
+_SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) for s in NUMPY_DTYPE}
+
+_ROLES = ("input", "output", "temp", "local")
+
+
+class DeviceCapabilityError(RuntimeError):
+    """The chosen OpenCL device cannot run this artifact (e.g. double precision without fp64)."""
+
+
+# ----------------------------------------------------------------------------- device choice
+
+def choose_device(platforms) -> cl.Device:
+    """The device fsmooth uses when ``PYOPENCL_CTX`` is unset: the first GPU of a real (not
+    simulated) platform, else PoCL's CPU device, else the first device of any real platform."""
+    real = [p for p in platforms if not any(s in p.name.lower() for s in _SIMULATOR_PLATFORMS)]
+    devices = [(p, d) for p in real for d in _devices_of(p)]
+    for _, device in devices:
+        if device.type & cl.device_type.GPU:
+            return device
+    for platform, device in devices:
+        if _POCL_PLATFORM in platform.name.lower() and device.type & cl.device_type.CPU:
+            return device
+    if devices:
+        return devices[0][1]
+    names = ", ".join(p.name for p in platforms) or "none"
+    raise RuntimeError(f"no usable OpenCL device (platforms: {names}); install "
+                       f"pocl-binary-distribution for a CPU device, or set PYOPENCL_CTX")
+
+
+def _devices_of(platform) -> list:
+    try:
+        return platform.get_devices()
+    except cl.Error:  # a platform with no devices reports DEVICE_NOT_FOUND
+        return []
+
+
+def select_context() -> cl.Context:
+    """A new context: the one ``PYOPENCL_CTX`` names, else one on ``choose_device``'s device."""
+    if os.environ.get("PYOPENCL_CTX"):
+        return cl.create_some_context(interactive=False)
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as err:  # the ICD loader finds no platform at all
+        raise RuntimeError(f"no OpenCL platform found ({err}); install pocl-binary-distribution "
+                           f"for a CPU device") from None
+    return cl.Context([choose_device(platforms)])
+
+
+_default_context: cl.Context | None = None
+_context_lock = threading.Lock()
+
+
+def default_context() -> cl.Context:
+    """The process-wide context of executables created without one (made on first use)."""
+    global _default_context
+    with _context_lock:
+        if _default_context is None:
+            _default_context = select_context()
+        return _default_context
+
+
+def require_capabilities(artifact: OpenCLArtifact, device) -> None:
+    """Raise ``DeviceCapabilityError`` when ``device`` cannot run ``artifact``."""
+    if artifact.needs_fp64 and not device.double_fp_config:
+        raise DeviceCapabilityError(
+            f"{artifact.interface.name}: the kernel uses double precision, but the OpenCL device "
+            f"'{device.name.strip()}' has no fp64 support; use Float, or choose another device "
+            f"with PYOPENCL_CTX")
+
+
+# ----------------------------------------------------------------------------- program cache
+
+_programs: dict[tuple, cl.Program] = {}
+_programs_lock = threading.Lock()
+
+
+def build_program(context: cl.Context, device: cl.Device, source: str) -> cl.Program:
+    """``source`` built for ``device``, once per process (pyopencl's disk cache also keeps the
+    binary across processes)."""
+    key = (source, context.int_ptr, device.int_ptr)
+    with _programs_lock:
+        program = _programs.get(key)
+        if program is None:
+            try:
+                program = cl.Program(context, source).build(devices=[device])
+            except cl.Error as err:
+                hint = ""
+                if "unknown target CPU" in str(err):
+                    # PoCL 3.0's LLVM 14 names some newer CPUs 'generic', which it cannot target.
+                    hint = ("\nThis PoCL's LLVM does not know this CPU: use PoCL >= 3.1 with "
+                            "POCL_LLVM_CPU_NAME set (e.g. x86-64-v3), or choose another device "
+                            "with PYOPENCL_CTX.")
+                raise RuntimeError(f"OpenCL build failed on '{device.name.strip()}': {err}{hint}") from None
+            # The key holds the context and device by address: keep them alive with the program.
+            _programs[key] = program
+        return program
+
+
+# ----------------------------------------------------------------------------- size formulas
+
+def _size_symbols(names) -> dict:
+    # Integer, non-negative symbols, so sympy does not read e.g. 'N' or 'S' as its own objects.
+    return {n: sympy.Symbol(n, integer=True, nonnegative=True) for n in names}
+
+
+def _python_int(e, where: str) -> str:
+    """Python source for the integer sympy expression ``e`` with exact integer arithmetic."""
+    num, den = sympy.fraction(sympy.together(e))
+    if den != 1:
+        return f"_exact_div({_python_term(sympy.expand(num), where)}, {_python_term(den, where)}, {where!r})"
+    return _python_term(e, where)
+
+
+def _python_term(e, where: str) -> str:
+    match e:
+        case sympy.Integer():
+            return str(int(e))
+        case sympy.Symbol():
+            return f"_s[{e.name!r}]"
+        case sympy.Add():
+            return "(" + " + ".join(_python_term(a, where) for a in e.args) + ")"
+        case sympy.Mul():
+            return "(" + " * ".join(_python_term(a, where) for a in e.args) + ")"
+        case sympy.Pow() if e.exp.is_Integer and e.exp >= 0:
+            return f"({_python_term(e.base, where)} ** {int(e.exp)})"
+        case sympy.floor():
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return f"({_python_int(num, where)} // {_python_int(den, where)})"
+        case sympy.ceiling():
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return f"(-((-{_python_int(num, where)}) // {_python_int(den, where)}))"
+        case sympy.Mod():
+            return f"({_python_int(e.args[0], where)} % {_python_int(e.args[1], where)})"
+        case sympy.Max() | sympy.Min():
+            fn = "max" if isinstance(e, sympy.Max) else "min"
+            return f"{fn}({', '.join(_python_int(a, where) for a in e.args)})"
+    raise ValueError(f"{where}: cannot evaluate the size {e} on the host")
+
+
+def _exact_div(num: int, den: int, where: str) -> int:
+    quotient, remainder = divmod(num, den)
+    if remainder:
+        raise RuntimeError(f"{where}: the size formula gave the non-integer {num}/{den}")
+    return quotient
+
+
+def compile_size_function(symbols, formulas, where: str):
+    """A function from a tuple of the size symbols' values (in ``symbols`` order) to the tuple of
+    the integer values of ``formulas`` (sympy text), built once."""
+    table = _size_symbols(symbols)
+    terms = []
+    for text in formulas:
+        try:
+            expr = sympy.sympify(text, locals=table)
+        except (sympy.SympifyError, SyntaxError, TypeError) as err:
+            raise ValueError(f"{where}: cannot read the size formula {text!r}: {err}") from None
+        unknown = {s.name for s in expr.free_symbols} - set(symbols)
+        if unknown:
+            raise ValueError(f"{where}: the size formula {text!r} uses {', '.join(sorted(unknown))}, "
+                             f"which are not size symbols of the kernel")
+        terms.append(_python_int(expr, where))
+    source = ("def _sizes(_values):\n"
+              f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
+              f"    return ({''.join(t + ', ' for t in terms)})\n")
+    namespace = {"_exact_div": _exact_div, "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict}}
+    exec(compile(source, f"<sizes of {where}>", "exec"), namespace)
+    return namespace["_sizes"]
+
+
+# ----------------------------------------------------------------------------- C conditions
+
+_C_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|[-+*/%<>!(),]))")
+
+# The helpers the C back end uses in size conditions (clib/fsmooth_rt.h), as Python: Python's
+# floor division and modulo have exactly the semantics of fs_floordiv_i64 and fs_mod_i64.
+_C_FUNCTIONS = {"INT64_C": (1, "{0}"), "fs_floordiv_i64": (2, "({0} // {1})"),
+                "fs_mod_i64": (2, "({0} % {1})"), "fs_max_i64": (2, "max({0}, {1})"),
+                "fs_min_i64": (2, "min({0}, {1})")}
+
+
+def _c_div(a: int, b: int) -> int:  # C's '/': truncates toward zero
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _c_rem(a: int, b: int) -> int:  # C's '%': the sign of the dividend
+    return a - b * _c_div(a, b)
+
+
+class _CConditionTranslator:
+    """C integer condition text (what ``dpia.codegen_c.c_condition`` writes) → equivalent Python
+    source, by recursive descent with C's precedences.  Only integer literals, the size symbols,
+    arithmetic, comparisons, ``&& || !`` and the helpers of ``_C_FUNCTIONS`` are accepted."""
+
+    def __init__(self, text: str, symbols, where: str):
+        self.text, self.symbols, self.where = text, set(symbols), where
+        self.tokens, pos = [], 0
+        while pos < len(text):
+            m = _C_TOKEN.match(text, pos)
+            if m is None or m.end() == pos:
+                if text[pos:].strip() == "":
+                    break
+                self._fail(f"unexpected {text[pos:pos + 10]!r}")
+            self.tokens.append(("int", m[1]) if m[1] else ("name", m[2]) if m[2] else ("op", m[3]))
+            pos = m.end()
+        self.at = 0
+
+    def _fail(self, why: str):
+        raise ValueError(f"{self.where}: cannot evaluate the size condition {self.text!r}: {why}")
+
+    def _peek(self):
+        return self.tokens[self.at] if self.at < len(self.tokens) else ("end", "")
+
+    def _take(self, op: str | None = None):
+        token = self._peek()
+        if op is not None and token != ("op", op):
+            self._fail(f"expected {op!r}, found {token[1] or 'the end'!r}")
+        self.at += 1
+        return token
+
+    def translate(self) -> str:
+        source = self._binary(0)
+        if self._peek()[0] != "end":
+            self._fail(f"unexpected {self._peek()[1]!r}")
+        return source
+
+    # C binary operators by precedence level, lowest first, and how each is written in Python
+    # (comparisons and logic give bools, which are the ints 0 and 1 in arithmetic, as in C).
+    _LEVELS = (
+        {"||": "(bool({0}) or bool({1}))"},
+        {"&&": "(bool({0}) and bool({1}))"},
+        {"==": "({0} == {1})", "!=": "({0} != {1})"},
+        {"<": "({0} < {1})", "<=": "({0} <= {1})", ">": "({0} > {1})", ">=": "({0} >= {1})"},
+        {"+": "({0} + {1})", "-": "({0} - {1})"},
+        {"*": "({0} * {1})", "/": "_c_div({0}, {1})", "%": "_c_rem({0}, {1})"},
+    )
+
+    def _binary(self, level: int) -> str:
+        if level == len(self._LEVELS):
+            return self._unary()
+        left = self._binary(level + 1)
+        while True:
+            kind, value = self._peek()
+            if kind != "op" or value not in self._LEVELS[level]:
+                return left
+            self._take()
+            left = self._LEVELS[level][value].format(left, self._binary(level + 1))
+
+    def _unary(self) -> str:
+        kind, value = self._peek()
+        if kind == "op" and value in ("!", "-", "+"):
+            self._take()
+            operand = self._unary()
+            return f"(not {operand})" if value == "!" else f"({value}{operand})"
+        return self._primary()
+
+    def _primary(self) -> str:
+        kind, value = self._take()
+        if kind == "int":
+            return value
+        if kind == "op" and value == "(":
+            inner = self._binary(0)
+            self._take(")")
+            return f"({inner})"
+        if kind == "name" and self._peek() == ("op", "("):
+            if value not in _C_FUNCTIONS:
+                self._fail(f"unknown function {value}")
+            arity, template = _C_FUNCTIONS[value]
+            self._take("(")
+            args = [self._binary(0)]
+            while self._peek() == ("op", ","):
+                self._take()
+                args.append(self._binary(0))
+            self._take(")")
+            if len(args) != arity:
+                self._fail(f"{value} takes {arity} argument(s)")
+            return template.format(*args)
+        if kind == "name":
+            if value not in self.symbols:
+                self._fail(f"{value} is not a size symbol of the kernel")
+            return f"_s[{value!r}]"
+        self._fail(f"unexpected {value or 'end'!r}")
+
+
+def compile_constraint_check(symbols, c_conditions, where: str):
+    """A function from the size symbols' values (in ``symbols`` order) to 0 when every C condition
+    holds, else 1 + the index of the first that fails: the answer of ``K_check_sizes``."""
+    checks = [_CConditionTranslator(text, symbols, where).translate() for text in c_conditions]
+    body = "".join(f"    if not ({check}):\n        return {k + 1}\n" for k, check in enumerate(checks))
+    source = ("def _check(_values):\n"
+              f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
+              f"{body}    return 0\n")
+    namespace = {"_c_div": _c_div, "_c_rem": _c_rem,
+                 "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict, "bool": bool}}
+    exec(compile(source, f"<size checks of {where}>", "exec"), namespace)
+    return namespace["_check"]
+
+
+# ----------------------------------------------------------------------------- executables
+
+@dataclass(frozen=True)
+class LaunchProfile:
+    """The device time of one launch, from its profiling event (end - start)."""
+
+    kernel: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Device times of repeated calls: each the sum of one call's launch times, in seconds."""
+
+    median: float
+    times: tuple
+
+
+@dataclass(frozen=True)
+class _Plan:
+    result_dims: tuple
+    nbytes: dict  # buffer name -> bytes, for the non-input buffers
+    launches: tuple  # (global size, local size or None) per launch; None: skipped (no work-item)
+
+
+class OpenCLExecutable:
+    """An ``OpenCLArtifact`` built for one device, callable on numpy arrays, Python scalars and
+    ``pyopencl.array.Array``s."""
+
+    def __init__(self, artifact: OpenCLArtifact, context: cl.Context | None = None):
+        self.artifact = artifact
+        self.interface = interface = artifact.interface
+        self.name = name = interface.name
+        self.context = context if context is not None else default_context()
+        self.device = self.context.devices[0]
+        require_capabilities(artifact, self.device)
+        self._check_artifact()
+
+        self.queue = cl.CommandQueue(self.context, self.device,
+                                     properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.program = build_program(self.context, self.device, artifact.source)
+        # One Kernel object per launch: a kernel's arguments are state, and two launches of one
+        # OpenCL kernel may take different ones.
+        self._kernels = tuple(cl.Kernel(self.program, launch.kernel) for launch in artifact.launches)
+
+        self._params = dict(interface.params)
+        self._nparams = len(interface.params)
+        self._converters = tuple(
+            _array_converter(name, pname, ty) if rank(ty) else _scalar_converter(name, pname, ty)
+            for pname, ty in interface.params)
+        self._size_getter = _size_getter(interface)
+        self._symbols = tuple(s.symbol for s in interface.sizes)
+        self._check_sizes = compile_constraint_check(
+            self._symbols, [c.c_expr for c in interface.constraints], name)
+
+        result_scalar = element_scalar(interface.result)
+        self._result_rank = rank(interface.result)
+        self._result_dtype = NUMPY_DTYPE[result_scalar]
+        self._output = next(b for b in artifact.buffers.values() if b.role == "output")
+        self._sized = tuple(b for b in artifact.buffers.values() if b.role != "input")
+        launches = artifact.launches
+        formulas = (list(interface.result_dims) + [b.count for b in self._sized]
+                    + [g for launch in launches for g in launch.global_size]
+                    + [l for launch in launches for l in (launch.local_size or ())])
+        self._sizes_of = compile_size_function(self._symbols, formulas, name)
+        self._plans: dict[tuple, _Plan] = {}
+        self._max_group = self.device.max_work_group_size
+
+        self._device_buffers: dict[str, tuple[int, cl.Buffer]] = {}  # name -> (capacity, buffer)
+        self._lock = threading.Lock()  # temps and kernel arguments are shared by all calls
+        self._events: tuple = ()
+
+    def __repr__(self) -> str:
+        return f"<fsmooth OpenCL executable {self.name} on {self.device.name.strip()}>"
+
+    # -- construction
+    def _check_artifact(self):
+        a, where = self.artifact, self.name
+        symbols = {s.symbol for s in self.interface.sizes}
+        arrays = {p for p, ty in self.interface.params if rank(ty)}
+        scalars = {p for p, ty in self.interface.params if not rank(ty)}
+        for bname, buf in a.buffers.items():
+            if buf.name != bname or buf.role not in _ROLES:
+                raise ValueError(f"{where}: buffer {bname!r} has name {buf.name!r} and role "
+                                 f"{buf.role!r}; roles are {', '.join(_ROLES)}")
+            if buf.role == "input" and bname not in arrays:
+                raise ValueError(f"{where}: input buffer {bname!r} is not an array parameter")
+            if buf.role == "input" and buf.elem != element_scalar(self._param_type(bname)):
+                raise ValueError(f"{where}: input buffer {bname!r} holds {buf.elem}, but the "
+                                 f"parameter is {type_str(self._param_type(bname))}")
+        outputs = [b for b in a.buffers.values() if b.role == "output"]
+        if len(outputs) != 1:
+            raise ValueError(f"{where}: needs exactly one 'output' buffer, has {len(outputs)}")
+        if outputs[0].elem != element_scalar(self.interface.result):
+            raise ValueError(f"{where}: the output buffer holds {outputs[0].elem}, but the result "
+                             f"is {type_str(self.interface.result)}")
+        for launch in a.launches:
+            if not 1 <= len(launch.global_size) <= 3 or (
+                    launch.local_size is not None and len(launch.local_size) != len(launch.global_size)):
+                raise ValueError(f"{where}: launch of {launch.kernel} needs 1 to 3 global dims and "
+                                 f"as many local dims")
+            for arg in launch.args:
+                if arg not in a.buffers and arg not in symbols and arg not in scalars:
+                    raise ValueError(f"{where}: launch of {launch.kernel} passes {arg!r}, which is no "
+                                     f"buffer, size symbol or scalar parameter")
+
+    def _param_type(self, pname: str):
+        return dict(self.interface.params)[pname]
+
+    # -- the steps of a call
+    def _convert(self, args: tuple) -> tuple[dict, tuple, bool]:
+        """(value by parameter name, the C runtime's argument layout for the size getter, whether
+        any argument is a device array).  Host values go through the C runtime's converters."""
+        if len(args) != self._nparams:
+            params = ", ".join(p for p, _ in self.interface.params)
+            raise TypeError(f"{self.name}({params}) takes {self._nparams} argument"
+                            f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
+        values, layout, on_device = {}, [], False
+        for x, convert, (pname, ty) in zip(args, self._converters, self.interface.params):
+            if isinstance(x, cl_array.Array):
+                value, on_device = self._device_argument(pname, ty, x), True
+            else:
+                value = convert(x)
+            values[pname] = value
+            layout.append(value)
+            if rank(ty):
+                layout.extend(value.shape)
+        return values, tuple(layout), on_device
+
+    def _device_argument(self, pname: str, ty, x: cl_array.Array) -> cl_array.Array:
+        """A device array checked like a host array, but never converted: a conversion would be a
+        hidden device copy of another dtype, so the caller is asked for the right one."""
+        where = f"{self.name}: argument '{pname}' ({type_str(ty)})"
+        if not rank(ty):
+            raise TypeError(f"{where} must be a scalar, got a device array")
+        dtype = NUMPY_DTYPE[element_scalar(ty)]
+        if x.ndim != rank(ty):
+            raise TypeError(f"{where} must be a {rank(ty)}-D array, got a {x.ndim}-D device array")
+        if x.dtype != dtype:
+            raise TypeError(f"{where} must be a device array of {dtype}, got {x.dtype}")
+        if x.context.int_ptr != self.context.int_ptr:
+            raise ValueError(f"{where} is a device array of another OpenCL context")
+        if not x.flags.c_contiguous or x.offset:
+            x = x.copy()  # the kernel reads one contiguous buffer from its start
+            if not x.flags.c_contiguous:
+                raise ValueError(f"{where} must be a C-contiguous device array")
+        if element_scalar(ty) is Card and x.size and cl_array.min(x, queue=self.queue).get() < 0:
+            raise ValueError(f"{where} has negative elements, but Card values are >= 0")
+        return x
+
+    def _plan(self, sizes: tuple) -> _Plan:
+        plan = self._plans.get(sizes)
+        if plan is not None:
+            return plan
+        failed = self._check_sizes(sizes)
+        if failed:
+            constraint = self.interface.constraints[failed - 1]
+            shown = ", ".join(f"{s}={v}" for s, v in zip(self._symbols, sizes))
+            raise ValueError(f"{self.name}: argument '{constraint.param}': {constraint.message} "
+                             f"(sizes: {shown})")
+        values = iter(self._sizes_of(sizes))
+        dims = tuple(next(values) for _ in range(len(self.interface.result_dims)))
+        nbytes = {b.name: next(values) * NUMPY_DTYPE[b.elem].itemsize for b in self._sized}
+        launches = self.artifact.launches
+        global_sizes = [tuple(next(values) for _ in launch.global_size) for launch in launches]
+        local_sizes = [tuple(next(values) for _ in launch.local_size) if launch.local_size else None
+                       for launch in launches]
+        if any(d < 0 for d in dims) or any(n < 0 for n in nbytes.values()):
+            raise RuntimeError(f"{self.name}: a size formula gave a negative size for {sizes}")
+        want = math.prod(dims) * self._result_dtype.itemsize
+        if nbytes[self._output.name] != want:
+            raise RuntimeError(f"{self.name}: the output buffer has {nbytes[self._output.name]} bytes, "
+                               f"but the result needs {want}")
+        planned = []
+        for launch, gsize, lsize in zip(launches, global_sizes, local_sizes):
+            if any(g < 0 for g in gsize) or (lsize and any(l <= 0 for l in lsize)):
+                raise RuntimeError(f"{self.name}: launch of {launch.kernel} has global size {gsize} "
+                                   f"and local size {lsize}")
+            if 0 in gsize:
+                planned.append(None)
+                continue
+            if lsize and (any(g % l for g, l in zip(gsize, lsize)) or math.prod(lsize) > self._max_group):
+                raise RuntimeError(f"{self.name}: launch of {launch.kernel}: local size {lsize} must "
+                                   f"divide the global size {gsize} and hold at most "
+                                   f"{self._max_group} work-items on this device")
+            planned.append((gsize, lsize))
+        if len(self._plans) >= _MEMO_LIMIT:
+            self._plans.clear()
+        plan = self._plans[sizes] = _Plan(dims, nbytes, tuple(planned))
+        return plan
+
+    def _reused_buffer(self, name: str, nbytes: int) -> cl.Buffer:
+        """A device buffer of at least ``nbytes`` (never zero, which OpenCL forbids) kept under
+        ``name`` and reused by later calls while it is large enough."""
+        capacity, buffer = self._device_buffers.get(name, (-1, None))
+        if capacity < nbytes or buffer is None:
+            capacity = max(nbytes, 1)
+            buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, capacity)
+            self._device_buffers[name] = (capacity, buffer)
+        return buffer
+
+    def _launch(self, values: dict, sizes: tuple, plan: _Plan, device_result: bool):
+        """Enqueue every launch; return the device result array (device_result) or the output buffer."""
+        bound = {}
+        for bname, buf in self.artifact.buffers.items():
+            if buf.role == "input":
+                bound[bname] = self._input_buffer(bname, values[bname])
+            elif buf.role == "temp":
+                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname])
+            elif buf.role == "local":
+                bound[bname] = cl.LocalMemory(max(plan.nbytes[bname], NUMPY_DTYPE[buf.elem].itemsize))
+        result = None
+        out = self._output.name
+        if device_result:
+            result = cl_array.empty(self.queue, plan.result_dims, self._result_dtype)
+            bound[out] = result.base_data if result.size else self._reused_buffer("empty result", 1)
+        else:
+            bound[out] = self._reused_buffer(f"output {out}", plan.nbytes[out])
+        for symbol, value in zip(self._symbols, sizes):
+            bound.setdefault(symbol, np.int64(value))
+        for pname, ty in self.interface.params:
+            if not rank(ty):
+                bound.setdefault(pname, _SCALAR_ARG_DTYPE[ty].type(values[pname]))
+
+        events = []
+        for launch, kernel, sizes_of_launch in zip(self.artifact.launches, self._kernels, plan.launches):
+            if sizes_of_launch is None:
+                continue
+            kernel.set_args(*(bound[arg] for arg in launch.args))
+            gsize, lsize = sizes_of_launch
+            events.append((launch.kernel, cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)))
+        self._events = tuple(events)
+        return result if device_result else bound[out]
+
+    def _input_buffer(self, pname: str, value) -> cl.Buffer:
+        if isinstance(value, cl_array.Array):
+            return value.base_data if value.size else self._reused_buffer(f"empty input {pname}", 1)
+        buffer = self._reused_buffer(f"input {pname}", value.nbytes)
+        if value.nbytes:
+            # Blocking: the numpy array may be a temporary of the conversion.
+            cl.enqueue_copy(self.queue, buffer, value, is_blocking=True)
+        return buffer
+
+    # -- public
+    def call(self, *args, device_result: bool | None = None):
+        """Run the kernel.  The result is a numpy array (array result) or a Python float/int/bool,
+        or a ``pyopencl.array.Array`` left on the device when ``device_result`` is true or, by
+        default, when some argument was a device array."""
+        values, layout, on_device = self._convert(args)
+        sizes = self._size_getter(layout)
+        plan = self._plan(sizes)
+        keep_on_device = on_device if device_result is None else device_result
+        with self._lock:
+            out = self._launch(values, sizes, plan, keep_on_device)
+            if keep_on_device:
+                return out
+            host = np.empty(plan.result_dims, dtype=self._result_dtype)
+            if host.nbytes:
+                cl.enqueue_copy(self.queue, host, out, is_blocking=True)
+        return host if self._result_rank else host.item()
+
+    __call__ = call
+
+    def temp_buffer(self, name: str) -> cl.Buffer | None:
+        """The device buffer now backing the 'temp' buffer ``name`` (None before the first call)."""
+        return self._device_buffers.get(f"temp {name}", (0, None))[1]
+
+    @property
+    def last_profile(self) -> tuple:
+        """``LaunchProfile`` per launch of the latest call, in order (waits for them to finish)."""
+        events = self._events
+        if events:
+            cl.wait_for_events([e for _, e in events])
+        return tuple(LaunchProfile(kernel, (e.profile.end - e.profile.start) * 1e-9) for kernel, e in events)
+
+    def to_device(self, *args) -> tuple:
+        """The arguments checked and converted, arrays copied to this executable's device once
+        (for repeated calls without host transfers)."""
+        values, _, _ = self._convert(args)
+        return tuple(values[p] if not rank(ty) or isinstance(values[p], cl_array.Array)
+                     else cl_array.to_device(self.queue, values[p])
+                     for p, ty in self.interface.params)
+
+    def run_timed(self, args, repeats: int = 100, warmup: int = 1) -> Timing:
+        """Device time of ``repeats`` calls (after ``warmup`` untimed ones) with the inputs
+        uploaded once and the results left on the device: per call, the sum of its launch
+        times from the profiling events."""
+        if repeats < 1:
+            raise ValueError("run_timed needs repeats >= 1")
+        device_args = self.to_device(*args)
+        for _ in range(warmup):
+            self.call(*device_args, device_result=True)
+        times = []
+        for _ in range(repeats):
+            self.call(*device_args, device_result=True)
+            times.append(sum(p.seconds for p in self.last_profile))
+        return Timing(statistics.median(times), tuple(times))

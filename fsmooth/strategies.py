@@ -1,0 +1,94 @@
+"""Parallel strategies in F̃ (DPIA paper §6.2): how a ``build`` is mapped onto OpenCL's
+hierarchy and in which address space its result lives.  As Python they only name what they
+mean; as F̃ the front end records them on the ``build`` (``core.Build.strategy``), every stage
+carries them unchanged, the C back end ignores them and the OpenCL back end obeys them.
+
+Mappings (a variant of ``build``, same meaning as ``build``):
+
+    build_global(n, f)     parforGlobal: iterations spread over all work-items
+    build_workgroup(n, f)  parforWorkgroup: one iteration per work-group
+    build_local(n, f)      parforLocal: iterations spread over the work-items of one group
+    build_seq(n, f)        for: one work-item runs the iterations in order
+
+Address spaces of a build's result that is stored (a let-bound intermediate):
+
+    to_global(e)   to_local(e)   to_private(e)
+
+Vectorisation: ``vectorize(4, build_global(n, f))`` runs each work-item over 4 contiguous
+elements with ``vload4``/``vstore4``; its body must be element-wise (reads ``x[i]`` of the
+loop index only, uniform scalars, arithmetic), which the OpenCL back end checks.
+
+A program with no annotations gets the default strategy: its outermost builds global, the
+ones inside sequential, array intermediates in global memory, scalars private.  Index
+arithmetic takes the place of split/join: ``build_workgroup(g, lambda w: build_local(l,
+lambda t: ... x[w * l + t] ...))`` is ``mapWorkgroup(mapLocal(...)) ∘ split l``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .builtins import build as _build
+from .errors import Loc
+
+LEVELS = ("global", "workgroup", "local", "seq")
+SPACES = ("global", "local", "private")
+VECTOR_WIDTHS = (2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """What the program says about one ``build``: its ``level`` (one of ``LEVELS``, None:
+    the default strategy decides), the address ``space`` of its stored result (None: not
+    said) and a vector ``width`` (1: scalar code).  ``loc`` points at the annotation."""
+
+    level: str | None = None
+    space: str | None = None
+    width: int = 1
+    loc: Loc | None = field(default=None, compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------- reference semantics
+# Distinct function objects: the front end recognises each by identity.
+
+def build_global(n, f):
+    """``build`` whose iterations run over all work-items (parforGlobal)."""
+    return _build(n, f)
+
+
+def build_workgroup(n, f):
+    """``build`` with one iteration per work-group (parforWorkgroup)."""
+    return _build(n, f)
+
+
+def build_local(n, f):
+    """``build`` whose iterations run over the work-items of a group (parforLocal)."""
+    return _build(n, f)
+
+
+def build_seq(n, f):
+    """``build`` run by one work-item in order (for)."""
+    return _build(n, f)
+
+
+def to_global(e):
+    """``e``, stored in global memory."""
+    return e
+
+
+def to_local(e):
+    """``e``, stored in the local memory of the work-group."""
+    return e
+
+
+def to_private(e):
+    """``e``, stored in the private memory of the work-item."""
+    return e
+
+
+def vectorize(width, e):
+    """``e`` (a build), computed ``width`` elements at a time with OpenCL vector types."""
+    return e
+
+
+MAPPINGS = {build_global: "global", build_workgroup: "workgroup", build_local: "local", build_seq: "seq"}
+ADDRESS_SPACES = {to_global: "global", to_local: "local", to_private: "private"}

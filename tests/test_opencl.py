@@ -1,0 +1,321 @@
+"""The OpenCL back end (dpia.codegen_opencl, hoist_opencl, strategy_check; fsmooth.strategies):
+the whole corpus and the BLAS kernels through ``kernel.opencl`` on a CPU OpenCL device against
+the reference, every strategy under Oclgrind's race and bounds checks, the strategy errors with
+their locations, and the hoisted buffers in the artifact."""
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+
+import numpy as np
+import pyopencl as cl
+import pytest
+import sympy
+
+import fsmooth as fs
+from corpus import blas
+from dpia import phrases as ph
+from dpia.strategy_check import check_passive
+from fsmooth import Array, Float, ifold, length
+from fsmooth.errors import Loc
+from fsmooth.opencl_runtime import DeviceCapabilityError, default_context
+from fsmooth.strategies import Strategy
+from fsmooth.types import ArrayT, Double, element_scalar
+from opencl_oclgrind import run_under_oclgrind
+from test_corpus import CASES, arguments
+
+ONE_VARIANT = 2  # variants per corpus case: the smallest sizes, 1 included
+
+
+def _builds(context: cl.Context) -> bool:
+    try:
+        cl.Program(context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
+        return True
+    except (cl.Error, RuntimeError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def context():
+    """PoCL (fsmooth's default device) where it can build a trivial kernel, else Oclgrind's CPU
+    device: PoCL 3.0's LLVM cannot target some newer CPUs."""
+    try:
+        default = default_context()
+        if _builds(default):
+            return default
+    except RuntimeError:
+        pass
+    grind = next(p for p in cl.get_platforms() if p.name == "Oclgrind")
+    return cl.Context(grind.get_devices())
+
+
+def _fp64(context) -> bool:
+    return bool(context.devices[0].double_fp_config)
+
+
+CORPUS = [pytest.param(case, variant, id=f"{case.kernel.name}-{variant}-{i}")
+          for i, case in enumerate(CASES) for variant in case.variants[:ONE_VARIANT]]
+
+
+@pytest.mark.parametrize("case, variant", CORPUS)
+def test_corpus_through_opencl_equals_reference(context, case, variant):
+    args = arguments(case, variant)
+    expected = case.kernel.reference(*args)
+    artifact = case.kernel.opencl_artifact()
+    if artifact.needs_fp64 and not _fp64(context):
+        with pytest.raises(DeviceCapabilityError):
+            case.kernel.opencl(*args, context=context)
+        return
+    got = case.kernel.opencl(*args, context=context)
+    assert np.shape(got) == np.shape(expected)
+    result = typing.get_type_hints(case.kernel.fn)["return"]
+    if isinstance(result, ArrayT):
+        assert got.dtype == np.dtype({"Double": np.float64, "Float": np.float32}.get(
+            element_scalar(result).name, got.dtype))
+    np.testing.assert_allclose(got, expected, **case.tol)
+
+
+def test_single_precision_corpus_needs_no_fp64():
+    for case in CASES:
+        if case.single_precision:
+            assert not case.kernel.opencl_artifact().needs_fp64, case.kernel.name
+
+
+# ----------------------------------------------------------------------------- BLAS
+
+F32 = dict(rtol=1e-4, atol=1e-4)
+SIZES = (1, 5, 2048, 5001)
+
+
+def _vec(rng, n):
+    return rng.uniform(-1.0, 1.0, n).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_blas_vectors(context, n, rng):
+    x, y = _vec(rng, n), _vec(rng, n)
+    np.testing.assert_allclose(blas.scal.opencl(np.float32(1.5), x, context=context), blas.np_scal(1.5, x), **F32)
+    np.testing.assert_allclose(blas.asum.opencl(x, context=context), blas.np_asum(x), **F32)
+    np.testing.assert_allclose(blas.dot.opencl(x, y, context=context), blas.np_dot(x, y), **F32)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (3, 130), (17, 256)])
+def test_blas_gemv(context, rows, cols, rng):
+    m, x, y = rng.uniform(-1, 1, (rows, cols)).astype(np.float32), _vec(rng, cols), _vec(rng, rows)
+    got = blas.gemv.opencl(np.float32(2.0), m, x, np.float32(0.5), y, context=context)
+    np.testing.assert_allclose(got, blas.np_gemv(2.0, m, x, 0.5, y), **F32)
+
+
+def test_blas_strategies_mean_nothing_in_c_and_python(rng):
+    x, y = _vec(rng, 3000), _vec(rng, 3000)
+    np.testing.assert_allclose(blas.dot(x, y), blas.np_dot(x, y), **F32)
+    np.testing.assert_allclose(blas.dot.reference(x, y), blas.np_dot(x, y), **F32)
+    np.testing.assert_allclose(blas.scal(np.float32(3.0), x), blas.np_scal(3.0, x), **F32)
+
+
+def test_device_arrays_in_and_out(context, rng):
+    import pyopencl.array as cl_array
+
+    exe = blas.scal.opencl_executable(context)
+    assert blas.scal.opencl_executable(context) is exe  # compiled once per context
+    x = cl_array.to_device(exe.queue, _vec(rng, 9))
+    out = blas.scal.opencl(np.float32(2.0), x, context=context)
+    assert isinstance(out, cl_array.Array)
+    np.testing.assert_allclose(out.get(), 2.0 * x.get(), **F32)
+
+
+# ----------------------------------------------------------------------------- the artifact
+
+def test_dot_is_three_launches_with_hoisted_buffers():
+    a = blas.dot.opencl_artifact()
+    roles = {b.name: b.role for b in a.buffers.values()}
+    temps = [n for n, r in roles.items() if r == "temp"]
+    local = [b for b in a.buffers.values() if b.role == "local"]
+    # the per-work-group partial sums: one per chunk of 2048, passed from the first
+    # reduction kernel to the second
+    partials = next(b for b in a.buffers.values()
+                    if b.role == "temp" and sympy.sympify(b.count).free_symbols)
+    assert sympy.simplify(sympy.sympify(b.count if False else partials.count)
+                          - sympy.floor((sympy.Symbol("x_d0") + 2047) / 2048)) == 0
+    workgroup = [l for l in a.launches if l.local_size == ("128",)]
+    assert len(workgroup) == 2
+    assert partials.name in workgroup[0].args and partials.name in workgroup[1].args
+    assert sorted(int(b.count) for b in local) == sorted([128, 64, 32, 16, 8, 4, 2] * 2)
+    for b in local:  # local memory is a __local kernel argument of the kernel that uses it
+        launch = next(l for l in a.launches if b.name in l.args)
+        assert f"__local float *restrict" in a.source
+        assert launch.local_size is not None
+    assert temps and "barrier(CLK_LOCAL_MEM_FENCE);" in a.source
+
+
+def test_global_new_inside_parallel_loop_is_sized_by_it():
+    a = per_row_intermediate.opencl_artifact()
+    temp = next(b for b in a.buffers.values() if b.role == "temp")
+    assert sympy.simplify(sympy.sympify(temp.count) - sympy.Symbol("m_d0") * sympy.Symbol("m_d1")) == 0
+    assert temp.name in a.launches[0].args
+
+
+def test_vectorised_scal_uses_vector_loads():
+    a = blas.scal.opencl_artifact()
+    assert "vload4(" in a.source and "vstore4(" in a.source
+    assert a.launches[0].global_size == ("ceiling(x_d0/4)",)
+
+
+def test_default_strategy_sequential_reduction_is_one_work_item():
+    from corpus import linalg
+
+    a = linalg.vector_sum.opencl_artifact()
+    assert [(l.global_size, l.local_size) for l in a.launches] == [(("1",), ("1",))]
+    a = linalg.vector_add.opencl_artifact()
+    assert "get_global_id(0)" in a.source and a.launches[0].local_size is None
+
+
+def test_cli_compile_target_opencl(tmp_path):
+    from fsmooth.cli import main
+
+    assert main(["compile", blas.__file__, "-o", str(tmp_path), "--target", "opencl"]) == 0
+    description = json.loads((tmp_path / "blas.opencl.json").read_text())
+    dot = description["kernels"]["dot"]
+    assert [l["kernel"] for l in dot["launches"]] == [l.kernel for l in blas.dot.opencl_artifact().launches]
+    assert {b["role"] for b in dot["buffers"]} >= {"input", "output", "temp", "local"}
+    assert "halve" in description["skipped"]  # a fragment: build_local outside any workgroup
+    source = (tmp_path / "blas.cl").read_text()
+    assert source.count("static inline int64_t fs_floordiv_i64") == 1
+    assert "__kernel void dot_1_k(" in source
+
+
+# ----------------------------------------------------------------------------- Oclgrind
+
+def test_blas_under_oclgrind_has_no_race_or_out_of_bounds():
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        from corpus import blas
+        rng = np.random.default_rng(3)
+        for n in (1, 300, 2100):
+            x = rng.uniform(-1, 1, n).astype(np.float32); y = rng.uniform(-1, 1, n).astype(np.float32)
+            assert np.allclose(blas.scal.opencl(np.float32(2), x), 2 * x)
+            assert np.isclose(blas.dot.opencl(x, y), blas.np_dot(x, y), rtol=1e-4, atol=1e-4)
+            assert np.isclose(blas.asum.opencl(x), blas.np_asum(x), rtol=1e-4, atol=1e-4)
+        m = rng.uniform(-1, 1, (3, 200)).astype(np.float32)
+        x = rng.uniform(-1, 1, 200).astype(np.float32); y = rng.uniform(-1, 1, 3).astype(np.float32)
+        assert np.allclose(blas.gemv.opencl(np.float32(1), m, x, np.float32(1), y), blas.np_gemv(1, m, x, 1, y),
+                           rtol=1e-4, atol=1e-4)
+    """, timeout=900)
+    assert ok, report
+
+
+def test_corpus_under_oclgrind_has_no_race_or_out_of_bounds():
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        from test_corpus import CASES, arguments
+        for case in CASES:
+            args = arguments(case, case.variants[-1])
+            np.testing.assert_allclose(case.kernel.opencl(*args), case.kernel.reference(*args), **case.tol)
+    """, timeout=900)
+    assert ok, report
+
+
+def test_a_race_is_caught_by_oclgrind():
+    """The check above can fail: a barrier left out is reported."""
+    ok, report = run_under_oclgrind("""
+        import dataclasses
+        import numpy as np
+        from corpus import blas
+        from fsmooth.opencl_runtime import OpenCLExecutable
+        a = blas.dot.opencl_artifact()
+        racy = dataclasses.replace(a, source=a.source.replace("barrier(CLK_LOCAL_MEM_FENCE);", ""))
+        x = np.ones(300, dtype=np.float32)
+        OpenCLExecutable(racy).call(x, x)
+    """, timeout=900)
+    # without the barriers, work-items read local memory that others have not written yet
+    assert not ok and ("data race" in report or "Uninitialized value" in report), report
+
+
+# ----------------------------------------------------------------------------- errors
+
+@fs.kernel
+def per_row_intermediate(m: Array[Array[Float]]) -> Array[Float]:
+    # a global intermediate per row: one copy per iteration of the global loop
+    return fs.build_global(length(m), lambda i: vsum(fs.to_global(fs.build_seq(length(m[0]), lambda j: m[i][j] * m[i][j]))))
+
+
+@fs.kernel
+def vsum(v: Array[Float]) -> Float:
+    return ifold(lambda acc, j: acc + v[j], v[0] - v[0], length(v))
+
+
+@fs.kernel
+def workgroup_in_local(v: Array[Float]) -> Array[Array[Array[Float]]]:
+    return fs.build_workgroup(length(v), lambda i: fs.build_local(4, lambda j: fs.build_workgroup(  # ERR
+        2, lambda k: v[i])))
+
+
+@fs.kernel
+def local_outside_workgroup(v: Array[Float]) -> Array[Float]:
+    return fs.build_local(length(v), lambda i: v[i])  # ERR
+
+
+@fs.kernel
+def global_inside_workgroup(v: Array[Float]) -> Array[Array[Float]]:
+    return fs.build_workgroup(length(v), lambda i: fs.build_global(3, lambda j: v[i]))  # ERR
+
+
+@fs.kernel
+def missing_space(v: Array[Float]) -> Array[Float]:
+    return fs.build_workgroup(length(v), lambda i: vsum(
+        fs.build_local(8, lambda j: v[i] * j)))  # ERR
+
+
+@fs.kernel
+def local_at_top(v: Array[Float]) -> Array[Float]:
+    w = fs.to_local(fs.build_seq(length(v), lambda i: v[i] * 2.0))  # ERR
+    return fs.build_global(length(v), lambda i: w[i] + w[0])
+
+
+@fs.kernel
+def private_written_in_parallel(v: Array[Float]) -> Array[Float]:
+    return fs.build_workgroup(length(v), lambda i: vsum(
+        fs.to_private(fs.build_local(8, lambda j: v[i] * j))))  # ERR
+
+
+ERRORS = [(workgroup_in_local, "illegal nesting: build_workgroup inside build_local"),
+          (local_outside_workgroup, "illegal nesting: build_local outside a build_workgroup"),
+          (global_inside_workgroup, "illegal nesting: build_global inside build_workgroup"),
+          (missing_space, "address space is missing"),
+          (local_at_top, "to_local outside a work-group"),
+          (private_written_in_parallel, "private memory belongs to one work-item")]
+
+
+@pytest.mark.parametrize("kernel, message", ERRORS, ids=[k.name for k, _ in ERRORS])
+def test_strategy_errors_are_located(kernel, message):
+    with pytest.raises(fs.CompileError) as err:
+        kernel.opencl_artifact()
+    assert message in err.value.message
+    lines, first = inspect.getsourcelines(kernel.fn)
+    marked = first + next(j for j, line in enumerate(lines) if "# ERR" in line)
+    assert err.value.filename == __file__ and err.value.lineno == marked
+    kernel.c_source()  # the C back end ignores strategies: the same kernel compiles to C
+
+
+def test_a_non_passive_parfor_is_a_race():
+    loc = Loc(__file__, 7, 4)
+    data = ph.Arr(sympy.Symbol("n"), ph.Num(Double))
+    shared = ph.Ident("acc", ph.AccT(ph.Num(Double)))
+    body = ph.Assign(shared, ph.Literal(1.0, ph.Num(Double)))  # every iteration writes acc
+    loop = ph.ParFor(sympy.Symbol("n"), ph.Ident("out", ph.AccT(data)), "i", "o", ph.Num(Double), body,
+                     Strategy("global", loc=loc))
+    with pytest.raises(fs.CompileError) as err:
+        check_passive(ph.New("acc", ph.Num(Double), loop))
+    assert "not passive" in err.value.message and "acc" in err.value.message
+    assert err.value.lineno == 7
+    own = ph.ParFor(sympy.Symbol("n"), ph.Ident("out", ph.AccT(data)), "i", "o", ph.Num(Double),
+                    ph.Assign(ph.Ident("o", ph.AccT(ph.Num(Double))), ph.Literal(1.0, ph.Num(Double))),
+                    Strategy("global", loc=loc))
+    check_passive(own)  # writing its own element is fine
+
+
+def test_strategies_are_the_identity_in_python():
+    v = np.arange(5.0)
+    assert list(fs.build_global(3, lambda i: v[i] * 2)) == [0.0, 2.0, 4.0]
+    assert fs.to_local(v) is v and fs.to_private(v) is v and fs.vectorize(4, v) is v

