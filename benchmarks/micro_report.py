@@ -333,9 +333,8 @@ def markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path)
         "**About the loops.** As in the paper, the input vectors are the same in every iteration, and "
         "each iteration's vector is read twice, at indices that change with the iteration, so it must "
         "exist. A compiler that sees that the vector does not change may still compute it once, "
-        "before the loop: gcc 12 at `-O2` does so in the hand-written cross loop (checked in its "
-        "assembly), so that row measures little more than the consumer; it keeps the add3 loop in the "
-        "iterations, scalar (at `-O2` gcc 12 vectorises only loops that need no run-time alias check). "
+        "before the loop (gcc 12 did so for the hand-written cross loop when we read its assembly), "
+        "so that row may measure little more than the consumer. "
         "Eigen vectorises with its own SIMD packets; Numba compiles for the host CPU.",
         "",
         "## Reading against the targets",

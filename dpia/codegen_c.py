@@ -340,10 +340,11 @@ class _KernelEmitter:
                 return sympy.Integer(int(value))
             case p.NatExp(value):
                 return self.rename(value, env)
-            case p.ScalarOp("add" | "sub" | "mul" | "neg" as op, args):
+            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" as op, args) if _integral(p.data_of(ph)):
                 xs = [self.index(a, env, ranges, checks) for a in args]
                 return {"add": lambda: xs[0] + xs[1], "sub": lambda: xs[0] - xs[1],
-                        "mul": lambda: xs[0] * xs[1], "neg": lambda: -xs[0]}[op]()
+                        "mul": lambda: xs[0] * xs[1], "neg": lambda: -xs[0],
+                        "min": lambda: sympy.Min(*xs), "max": lambda: sympy.Max(*xs)}[op]()
             case p.ScalarOp("to_Index", (arg,)) if _integral(p.data_of(arg)):
                 return self.index(arg, env, ranges, checks)
             case p.ScalarOp("floordiv" | "mod" as op, (num, den), _, nonzero) if _integral(p.data_of(num)):
@@ -366,7 +367,7 @@ class _KernelEmitter:
                 return _integral(data)
             case p.NatExp():
                 return True
-            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "floordiv" | "mod" | "to_Index", args):
+            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" | "floordiv" | "mod" | "to_Index", args):
                 return _integral(p.data_of(ph)) and all(self._is_size_arithmetic(a, env) for a in args)
         return False
 

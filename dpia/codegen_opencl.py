@@ -18,8 +18,14 @@ work-item 0, then a barrier), since every work-item computes the same value ther
 contiguous elements: ``vloadw``/``vstorew`` over the loop index and the scalars uniform; the
 ``n mod w`` last elements are done one at a time.
 
-Run-time checks (a data-dependent index out of range, an integer division by zero) end the
-work-item that fails, which then writes nothing: the launcher has no status to report them.
+Run-time checks (a data-dependent index out of range, an integer division by zero) report
+through the 'status' buffer (``fsmooth.opencl_artifact``), one ``int`` per launch: a failed check
+does ``atomic_cmpxchg(fs_status + j, 0, code)`` in launch j (the first failure wins) and jumps
+past the work it guards, so nothing out of range is read or written after it.  Where no barrier
+can be skipped (a global kernel, or code every work-item of a group runs alike) the jump leaves
+the work-item; inside a local loop or a write done by local work-item 0 it goes to the end of
+that iteration or write, so the work-item still reaches the group's barriers.  A kernel after a
+launch that can fail starts by testing that launch's status and returns when it is set.
 Calls of kernels too large to inline are not supported here.
 """
 from __future__ import annotations
@@ -31,12 +37,12 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.errors import CompileError
-from fsmooth.opencl_artifact import Buffer, Launch, OpenCLArtifact
+from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
 from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
-from .codegen_c import _Alias, _Buffer, _ctype, _indent, _KernelEmitter, _Scalar, _strip, _sym
+from .codegen_c import _Alias, _Buffer, _ctype, _Exit, _indent, _KernelEmitter, _Scalar, _strip, _sym
 from .hoist_opencl import HoistedBuffer, Phase, plan_kernels
 from .strategy_check import PARALLEL, children, private_count, root
 
@@ -48,7 +54,7 @@ intptr_t uintptr_t void event_t image2d_t image3d_t sampler_t barrier mem_fence 
 get_global_size get_local_id get_local_size get_group_id get_num_groups get_work_dim vload2 vload4
 vload8 vload16 vstore2 vstore4 vstore8 vstore16 CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
 float2 float4 float8 float16 double2 double4 double8 double16 long2 long4 long8 long16 int64_t
-uint64_t INT64_C fmod copysign
+uint64_t INT64_C fmod copysign atomic_cmpxchg
 """.split())
 
 _IDS = {"global": ("get_global_id", "get_global_size"), "workgroup": ("get_group_id", "get_num_groups"),
@@ -73,6 +79,22 @@ def _arg_type(s: Scalar) -> str:
     return "uchar" if s is Bool else C_TYPE[s]
 
 
+# The kernel parameter of the status buffer (fs_ names are never given to program variables).
+_STATUS_PARAM = "fs_status"
+
+
+@dataclass
+class _StatusExit(_Exit):
+    """Where a failed check goes on the device: its code into this launch's element of the
+    status buffer, unless an earlier failure is there already, then a jump to ``label``."""
+
+    slot: int = 0
+
+    def fail(self, code) -> str:
+        self.used = True
+        return f"{{ atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {code}); goto {self.label}; }}"
+
+
 def _qualifier(space: str) -> str:
     return {"global": "__global ", "local": "__local ", "private": ""}[space]
 
@@ -80,12 +102,38 @@ def _qualifier(space: str) -> str:
 class _OpenCLEmitter(_KernelEmitter):
     """The C emitter with the OpenCL primitives: one instance per OpenCL kernel."""
 
-    def __init__(self, k: p.ImperativeKernel, taken: frozenset, options: Options):
+    def __init__(self, k: p.ImperativeKernel, taken: frozenset, options: Options, slot: int):
         super().__init__(k, taken, dataclasses.replace(options, parallel=False, allocation="arena"), frozenset())
         self.levels: list = []  # the parallel levels around the code being written
+        self.slot = slot  # this launch's element of the status buffer
+        self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
+        self.exits = [self.exit]  # every exit made: whether any check can fail
+
+    @property
+    def may_fail(self) -> bool:
+        """Whether the kernel written has a run-time check (known once ``kernel`` ran)."""
+        return any(e.used for e in self.exits)
+
+    def _scoped_exit(self) -> _StatusExit:
+        """An exit to the end of a piece of code that only some work-items of a group run."""
+        scoped = _StatusExit(f"fs_next_{next(self.internal)}", _STATUS_PARAM, slot=self.slot)
+        self.exits.append(scoped)
+        return scoped
+
+    def _with_scoped_exit(self, write_lines) -> list[str]:
+        """``write_lines()`` with its failures jumping to a label after its lines."""
+        outer, self.exit = self.exit, self._scoped_exit()
+        try:
+            lines = write_lines()
+        finally:
+            scoped, self.exit = self.exit, outer
+        return lines + [f"{scoped.label}: ;"] if scoped.used else lines
 
     # -- the kernel function
-    def kernel(self, phase: Phase, hoisted: dict, output: str) -> tuple[str, tuple]:
+    def kernel(self, phase: Phase, hoisted: dict, output: str, status: str,
+               failing_before: tuple) -> tuple[str, tuple]:
+        """The kernel's source and launch arguments.  ``status``: the status buffer's name;
+        ``failing_before``: the earlier launches that can fail (their elements are tested first)."""
         k = self.k
         params, args, env = [], [], {}
         for name, ty, _ in k.params:
@@ -112,9 +160,16 @@ class _OpenCLEmitter(_KernelEmitter):
             if src.dim is not None:
                 params.append(f"long {self.size_names[src.symbol]}")
                 args.append(src.symbol)
+        params.append(f"__global int *restrict {_STATUS_PARAM}")
+        args.append(status)
         body = self.comm(phase.body, env, {})
         if self.exit.used:
-            body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}: (void){self.exit.status};"]
+            body = body + [f"{self.exit.label}: ;"]
+        if failing_before:
+            # those launches have finished: every work-item reads the same values, and no
+            # work-item of this launch writes them
+            failed = " || ".join(f"{_STATUS_PARAM}[{j}] != 0" for j in failing_before)
+            body = [f"if ({failed}) return;  /* an earlier launch failed: its result is not there */"] + body
         head = f"__kernel void {phase.name}({', '.join(params)}) {{"
         return "\n".join([head] + _indent(body) + ["}"]), tuple(args)
 
@@ -135,15 +190,16 @@ class _OpenCLEmitter(_KernelEmitter):
             case p.New(_, data, _, offset) if offset is not None:
                 raise AssertionError(f"an arena region left in OpenCL code: {c}")
             case p.Assign(acc) if "workgroup" in self.levels and "local" not in self.levels:
-                lines = super().comm(c, env, ranges)
                 target = self._binding(acc, env, ranges)
                 if isinstance(target, _Memory) and target.space != "private":
-                    # every work-item of the group holds this value: one of them writes it
+                    # every work-item of the group holds this value: one of them writes it, and
+                    # a failed check there must not take it past the barrier below
+                    lines = self._with_scoped_exit(lambda: super(_OpenCLEmitter, self).comm(c, env, ranges))
                     guarded = ["if (get_local_id(0) == 0) {"] + _indent(lines) + ["}"]
                     if target.role == "output":
                         return guarded
                     return guarded + [f"barrier({_FENCE[target.space]});"]
-                return lines
+                return super().comm(c, env, ranges)
             case p.DoubleBuffer():
                 return self._double_buffer(c, env, ranges)
             case p.CallCmd(fn) | p.CallExp(fn):
@@ -152,7 +208,12 @@ class _OpenCLEmitter(_KernelEmitter):
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
-        binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
+        # only the binding is wanted: the checks made on the way are dropped, and their exit too
+        real, self.exit = self.exit, _StatusExit("fs_unused", _STATUS_PARAM)
+        try:
+            binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
+        finally:
+            self.exit = real
         return binding
 
     def _enter(self, c: p.ParFor, env: dict, ranges):
@@ -171,7 +232,11 @@ class _OpenCLEmitter(_KernelEmitter):
         i, n, inner, inner_ranges = self._enter(c, env, ranges)
         self.levels.append(level)
         try:
-            lines = self.comm(c.body, inner, inner_ranges)
+            if level == "local":
+                # a failed check ends this iteration only: the work-item still meets the barriers
+                lines = self._with_scoped_exit(lambda: self.comm(c.body, inner, inner_ranges))
+            else:
+                lines = self.comm(c.body, inner, inner_ranges)
         finally:
             self.levels.pop()
         bound = _strip(self.cint(n, ranges))
@@ -350,12 +415,15 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
     taken = OPENCL_NAMES | params | symbols | {k.dest, output}
     plan = plan_kernels(k, set(taken))
     taken = taken | set(plan.buffers)
-    texts, launches, interface = [], [], None
-    for phase in plan.phases:
+    status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
+    texts, launches, interface, failing = [], [], None, []
+    for j, phase in enumerate(plan.phases):
         # the parameters' and sizes' own names stay free for their C names (codegen_c's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
-        emitter = _OpenCLEmitter(k, frozenset(reserved), options)
-        text, args = emitter.kernel(phase, plan.buffers, output)
+        emitter = _OpenCLEmitter(k, frozenset(reserved), options, slot=j)
+        text, args = emitter.kernel(phase, plan.buffers, output, status, tuple(failing))
+        if emitter.may_fail:
+            failing.append(j)
         texts.append(text)
         local = tuple(str(n) for n in phase.local_size) if phase.local_size is not None else None
         launches.append(Launch(phase.name, args, tuple(str(n) for n in phase.global_size), local))
@@ -372,6 +440,7 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
     buffers[output] = Buffer(output, "output", p.scalar_of(k.result_data), str(result_count))
     for name, buf in plan.buffers.items():
         buffers[name] = Buffer(name, buf.role, buf.elem, str(buf.count))
+    buffers[status] = Buffer(status, "status", STATUS_ELEM, str(len(launches)))
     header = (f"/* Generated by fsmooth from the kernel '{k.name}': {len(launches)} OpenCL kernel(s), "
               f"run in order (see fsmooth/opencl_artifact.py). */\n")
     source = header + prelude(fp64) + "\n" + body + "\n"

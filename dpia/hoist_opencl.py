@@ -7,6 +7,10 @@ run of other top-level commands (an ``ifold``'s loop, a scalar assignment, a par
 mapped sequentially) is one kernel of a single work-item: the second phase of a reduction, say.
 Kernels run in order, so what one writes the next reads.  A top-level ``new`` used by one
 kernel stays in it; one shared by several becomes a 'temp' buffer (a scalar: of one element).
+An integer ``let`` at the top that is pure size arithmetic (``n = length(x)``, ``(n + 2047) //
+2048``: written once, from sizes, integer scalar parameters and other such lets) is neither:
+each kernel that uses it recomputes it, which costs a few integer operations where a one
+work-item kernel and a temp buffer would cost a launch.
 
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
@@ -28,7 +32,7 @@ from dataclasses import dataclass, replace
 import sympy
 
 from fsmooth.errors import CompileError
-from fsmooth.types import Scalar
+from fsmooth.types import Card, Index, Scalar
 
 from . import phrases as p
 from .strategy_check import (PARALLEL, check_passive, children, level_of, map_children, private_count,
@@ -75,12 +79,19 @@ def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
     sizes = frozenset(s.name for s in k.sizes)
     names = _Names(taken)
-    news, groups = _phases(k.body)
+    news, leaves = _spine(k.body)
+    integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
+    lets = _recomputed_lets(news, leaves, integer_params)
+    groups = _phases([leaf for leaf in leaves if not any(leaf is let for let in lets.values())])
     buffers: dict = {}
     bodies = [p.seq(*cmds) for _, cmds in groups]
     for new in reversed(news):
         users = [j for j, body in enumerate(bodies) if new.name in _idents(body)]
-        if len(users) == 1:
+        if new.name in lets:
+            # inner lets were placed first, so this one ends up outside them, as in the program
+            for j in users:
+                bodies[j] = replace(new, body=p.seq(lets[new.name], bodies[j]))
+        elif len(users) == 1:
             bodies[users[0]] = replace(new, body=bodies[users[0]])
         elif users:
             # shared between kernels: global memory outlives a kernel, local and private do not
@@ -109,8 +120,8 @@ def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
 # ----------------------------------------------------------------------------- kernels
 
 
-def _phases(body: p.Phrase):
-    """(the top-level ``new``s, outermost first; the kernels as (sequential, commands))."""
+def _spine(body: p.Phrase):
+    """(the top-level ``new``s, outermost first; the other top-level commands, in order)."""
     news, leaves = [], []
 
     def spine(c: p.Phrase):
@@ -127,6 +138,11 @@ def _phases(body: p.Phrase):
                 leaves.append(c)
 
     spine(body)
+    return news, leaves
+
+
+def _phases(leaves: list):
+    """The kernels, as (sequential, commands), of the top-level commands ``leaves``."""
     groups: list = []
     for leaf in leaves:
         sequential = not (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL))
@@ -134,7 +150,46 @@ def _phases(body: p.Phrase):
             groups[-1][1].append(leaf)
         else:
             groups.append((sequential, [leaf]))
-    return news, groups or [(True, [p.Skip()])]
+    return groups or [(True, [p.Skip()])]
+
+
+def _recomputed_lets(news: list, leaves: list, integer_params: set) -> dict:
+    """name -> its one assignment, for the top-level integer ``new``s that each kernel using
+    them can recompute: written once, at the top, with pure size arithmetic."""
+    lets: dict = {}
+    for new in news:  # outermost first: a let's value may use the lets around it
+        if new.arena_offset is not None or not _integer(new.data):
+            continue
+        writes = [leaf for leaf in leaves if _writes_to(leaf, new.name)]
+        if len(writes) == 1 and isinstance(writes[0], p.Assign) and writes[0].acc == p.Ident(
+                new.name, p.AccT(new.data)) and _size_arithmetic(writes[0].exp, integer_params | set(lets)):
+            lets[new.name] = writes[0]
+    return lets
+
+
+def _integer(d: p.Data) -> bool:
+    return isinstance(d, p.IdxT) or (isinstance(d, p.Num) and d.scalar in (Index, Card))
+
+
+def _writes_to(c: p.Phrase, name: str) -> bool:
+    if isinstance(c, p.Ident) and c.name == name and isinstance(c.type, p.AccT):
+        return True
+    return any(_writes_to(ph, name) for ph in children(c))
+
+
+def _size_arithmetic(e: p.Phrase, scalars: set) -> bool:
+    """Integer arithmetic on sizes and the integer scalars ``scalars``: no memory read, no call
+    (the kind ``dpia.codegen_c`` keeps symbolic; a division by zero is still checked)."""
+    match e:
+        case p.Ident(name):
+            return name in scalars
+        case p.Literal(_, data):
+            return _integer(data)
+        case p.NatExp():
+            return True
+        case p.ScalarOp("add" | "sub" | "mul" | "neg" | "floordiv" | "mod" | "to_Index", args):
+            return _integer(p.data_of(e)) and all(_size_arithmetic(a, scalars) for a in args)
+    return False
 
 
 def _news(c: p.Phrase):

@@ -103,7 +103,16 @@ class Bounds:
     # ------------------------------------------------------------------ helpers
 
     def range(self, index: sympy.Expr):
-        """(min, max) of an affine index over the enclosing loops, or None."""
+        """(min, max) of an index over the enclosing loops, or None: affine indices, and a
+        nonnegative affine index modulo a positive constant (``a[(i + 1) % 3]``)."""
+        if isinstance(index, sympy.Mod) and index.args[1].is_Integer and index.args[1] > 0:
+            inner = self.range(index.args[0])
+            if inner is None or not inner[0].is_nonnegative:
+                return None
+            lo, hi = inner
+            if (hi - index.args[1]).is_negative:
+                return lo, hi  # never wraps around
+            return sympy.Integer(0), index.args[1] - 1
         lo = hi = index
         for sym, n in self.loops:
             if sym not in index.free_symbols:

@@ -77,6 +77,10 @@ class _KernelTranslator:
             case core.PrimApp("neg", (a,)):
                 va = self.value(a)
                 return None if va is None else -va
+            case core.PrimApp("mod", (a, core.Lit(int() as m))) if m > 0:
+                # Python's % by a positive constant is sympy's Mod: bounds.range knows its range.
+                va = self.value(a)
+                return None if va is None else sympy.Mod(va, m)
             case core.PrimApp("to_Index", (a,)):
                 return self.value(a)
             case core.Var() | core.Lit():

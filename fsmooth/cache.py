@@ -34,7 +34,7 @@ import platformdirs
 import fsmooth
 
 CLIB_DIR = pathlib.Path(__file__).resolve().parent.parent / "clib"
-COMPILE_ARGS = ("-std=c99", "-O2", "-fwrapv")
+COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)
 CACHE_DIR_ENV = "FSMOOTH_CACHE_DIR"
 

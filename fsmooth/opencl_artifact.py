@@ -19,6 +19,15 @@ The launcher (``fsmooth.opencl_runtime``) relies on these conventions:
     ``interface.sizes``), evaluated on the host before any launch.
   - A launch whose global size has a zero dimension is skipped (no work-item would run);
     ``local_size``, when given, must divide ``global_size`` in every dimension.
+  - Failed run-time checks (generated kernels; optional in hand-written artifacts): at most one
+    Buffer has role 'status', of ``STATUS_ELEM`` (OpenCL ``int``), one element per launch, and
+    every launch passes it.  The launcher zeroes it before the launches and reads it after
+    them: launch j writes only element j, the code of ``fsmooth.artifact.STATUS`` of its first
+    failed check (``atomic_cmpxchg``), and a launch after a failed one does nothing, so the
+    first nonzero element is the call's failure and raises as the C runtime does.  One element
+    per launch, rather than one for the call, lets a kernel test the earlier launches' statuses
+    with plain reads that no work-item of its own launch writes (no race; the same value for a
+    whole work-group, so no barrier is skipped by some of its work-items only).
 """
 from __future__ import annotations
 
@@ -27,15 +36,19 @@ from dataclasses import dataclass
 from .artifact import KernelInterface
 from .types import Scalar
 
+# The element of the 'status' buffer: OpenCL's 32-bit ``int`` (atomics on it are core OpenCL,
+# 64-bit ones an extension); no F̃ scalar, so the launcher treats the role specially.
+STATUS_ELEM = Scalar("Int32")
+
 
 @dataclass(frozen=True)
 class Buffer:
     """A kernel argument that is memory.
 
     role: 'input' (a parameter of the F̃ kernel, by name), 'output' (the result), 'temp' (a
-    hoisted global ``new``: allocated once per shape by the launcher and reused across calls)
-    or 'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
-    per work-group)."""
+    hoisted global ``new``: allocated once per shape by the launcher and reused across calls),
+    'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
+    per work-group) or 'status' (the failed-check codes, one per launch: see above)."""
 
     name: str
     role: str

@@ -11,6 +11,11 @@ buffers of host inputs and outputs) are allocated once and reused while they are
 go, in order, on one in-order queue with profiling enabled, so ``last_profile`` can report the
 time of each launch from its event.
 
+A failed run-time check in a kernel (a data-dependent index out of range, an integer division by
+zero) raises as the C runtime does: the 'status' buffer, one ``int`` per launch, is zeroed before
+the launches and read after them (one small transfer), and its first nonzero code goes through
+``fsmooth.runtime``'s mapping (1 → IndexError, 2 → ZeroDivisionError, ...), naming the kernel.
+
 Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
 device is used in place, and the result stays on the device when ``device_result=True`` or when
 any input was a device array.
@@ -29,8 +34,9 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 import sympy
 
-from .opencl_artifact import OpenCLArtifact
+from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
 from .runtime import _MEMO_LIMIT, _array_converter, _scalar_converter, _size_getter
+from .runtime import Executable as _CExecutable
 from .types import NUMPY_DTYPE, Bool, Card, element_scalar, rank, type_str
 
 # Simulators are correct but thousands of times slower than a real device: only an explicit
@@ -42,7 +48,8 @@ _POCL_PLATFORM = "portable computing language"
 # since OpenCL forbids bool kernel arguments).
 _SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) for s in NUMPY_DTYPE}
 
-_ROLES = ("input", "output", "temp", "local")
+_ROLES = ("input", "output", "temp", "local", "status")
+_STATUS_DTYPE = np.dtype(np.int32)  # STATUS_ELEM, OpenCL's int
 
 
 class DeviceCapabilityError(RuntimeError):
@@ -397,7 +404,9 @@ class OpenCLExecutable:
         self._result_rank = rank(interface.result)
         self._result_dtype = NUMPY_DTYPE[result_scalar]
         self._output = next(b for b in artifact.buffers.values() if b.role == "output")
-        self._sized = tuple(b for b in artifact.buffers.values() if b.role != "input")
+        self._status = next((b for b in artifact.buffers.values() if b.role == "status"), None)
+        self._status_zeros = np.zeros(len(artifact.launches), dtype=_STATUS_DTYPE)
+        self._sized = tuple(b for b in artifact.buffers.values() if b.role not in ("input", "status"))
         launches = artifact.launches
         formulas = (list(interface.result_dims) + [b.count for b in self._sized]
                     + [g for launch in launches for g in launch.global_size]
@@ -428,6 +437,12 @@ class OpenCLExecutable:
             if buf.role == "input" and buf.elem != element_scalar(self._param_type(bname)):
                 raise ValueError(f"{where}: input buffer {bname!r} holds {buf.elem}, but the "
                                  f"parameter is {type_str(self._param_type(bname))}")
+        statuses = [b for b in a.buffers.values() if b.role == "status"]
+        if len(statuses) > 1 or any(b.elem != STATUS_ELEM or b.count != str(len(a.launches)) for b in statuses):
+            raise ValueError(f"{where}: needs at most one 'status' buffer, of {STATUS_ELEM} and one "
+                             f"element per launch ({len(a.launches)})")
+        if statuses and any(statuses[0].name not in launch.args for launch in a.launches):
+            raise ValueError(f"{where}: every launch must pass the status buffer {statuses[0].name!r}")
         outputs = [b for b in a.buffers.values() if b.role == "output"]
         if len(outputs) != 1:
             raise ValueError(f"{where}: needs exactly one 'output' buffer, has {len(outputs)}")
@@ -540,7 +555,8 @@ class OpenCLExecutable:
         return buffer
 
     def _launch(self, values: dict, sizes: tuple, plan: _Plan, device_result: bool):
-        """Enqueue every launch; return the device result array (device_result) or the output buffer."""
+        """Enqueue every launch; return the device result array (device_result) or the output
+        buffer, and the read of the status buffer enqueued after them (None without one)."""
         bound = {}
         for bname, buf in self.artifact.buffers.items():
             if buf.role == "input":
@@ -561,6 +577,12 @@ class OpenCLExecutable:
         for pname, ty in self.interface.params:
             if not rank(ty):
                 bound.setdefault(pname, _SCALAR_ARG_DTYPE[ty].type(values[pname]))
+        if self._status is not None:
+            status_bytes = len(self.artifact.launches) * _STATUS_DTYPE.itemsize
+            bound[self._status.name] = status = self._reused_buffer("status", status_bytes)
+            # a copy, not clEnqueueFillBuffer, which Oclgrind does not count as initialising;
+            # the zeros live as long as the executable, so the copy need not block
+            cl.enqueue_copy(self.queue, status, self._status_zeros, is_blocking=False)
 
         events = []
         for launch, kernel, sizes_of_launch in zip(self.artifact.launches, self._kernels, plan.launches):
@@ -570,7 +592,24 @@ class OpenCLExecutable:
             gsize, lsize = sizes_of_launch
             events.append((launch.kernel, cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)))
         self._events = tuple(events)
-        return result if device_result else bound[out]
+        status_read = None
+        if self._status is not None:
+            codes = np.empty(len(self.artifact.launches), dtype=_STATUS_DTYPE)
+            # after the launches on the in-order queue: ready once they are done
+            event = cl.enqueue_copy(self.queue, codes, bound[self._status.name], is_blocking=False)
+            status_read = (codes, event)
+        return (result if device_result else bound[out]), status_read
+
+    def _raise_failed_check(self, status_read) -> None:
+        """Raise for the first failed check of the call, as the C runtime does for its status."""
+        if status_read is None:
+            return
+        codes, event = status_read
+        event.wait()
+        failed = codes[codes != 0]
+        if failed.size:
+            # the C runtime's mapping from STATUS codes to exceptions, message naming the kernel
+            _CExecutable._raise_status(self, int(failed[0]))
 
     def _input_buffer(self, pname: str, value) -> cl.Buffer:
         if isinstance(value, cl_array.Array):
@@ -591,12 +630,14 @@ class OpenCLExecutable:
         plan = self._plan(sizes)
         keep_on_device = on_device if device_result is None else device_result
         with self._lock:
-            out = self._launch(values, sizes, plan, keep_on_device)
+            out, status_read = self._launch(values, sizes, plan, keep_on_device)
             if keep_on_device:
+                self._raise_failed_check(status_read)
                 return out
             host = np.empty(plan.result_dims, dtype=self._result_dtype)
             if host.nbytes:
                 cl.enqueue_copy(self.queue, host, out, is_blocking=True)
+            self._raise_failed_check(status_read)
         return host if self._result_rank else host.item()
 
     __call__ = call

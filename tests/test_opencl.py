@@ -127,17 +127,17 @@ def test_device_arrays_in_and_out(context, rng):
 
 # ----------------------------------------------------------------------------- the artifact
 
-def test_dot_is_three_launches_with_hoisted_buffers():
+def test_dot_has_hoisted_buffers():
     a = blas.dot.opencl_artifact()
     roles = {b.name: b.role for b in a.buffers.values()}
     temps = [n for n, r in roles.items() if r == "temp"]
     local = [b for b in a.buffers.values() if b.role == "local"]
-    # the per-work-group partial sums: one per chunk of 2048, passed from the first
-    # reduction kernel to the second
+    # the per-work-group partial sums: one per work-group (a chunk of 2048, at most 1024 groups),
+    # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
                     if b.role == "temp" and sympy.sympify(b.count).free_symbols)
-    assert sympy.simplify(sympy.sympify(b.count if False else partials.count)
-                          - sympy.floor((sympy.Symbol("x_d0") + 2047) / 2048)) == 0
+    groups = sympy.Min(1024, sympy.floor((sympy.Symbol("x_d0") + 2047) / 2048))
+    assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
     workgroup = [l for l in a.launches if l.local_size == ("128",)]
     assert len(workgroup) == 2
     assert partials.name in workgroup[0].args and partials.name in workgroup[1].args
@@ -319,3 +319,103 @@ def test_strategies_are_the_identity_in_python():
     v = np.arange(5.0)
     assert list(fs.build_global(3, lambda i: v[i] * 2)) == [0.0, 2.0, 4.0]
     assert fs.to_local(v) is v and fs.to_private(v) is v and fs.vectorize(4, v) is v
+
+
+# ----------------------------------------------------------------------------- failed run-time checks
+
+@fs.kernel
+def gather_sum(v: Array[Float], at: Array[fs.Index]) -> Float:
+    # a data-dependent read in a global kernel, then a sequential sum over what it wrote: two
+    # launches, the second of which must not run on the first's unwritten elements
+    picked = fs.to_global(fs.build_global(length(at), lambda i: v[at[i]]))
+    return ifold(lambda acc, j: acc + picked[j], v[0] - v[0], length(at))
+
+
+@fs.kernel
+def quotients(a: Array[fs.Index], b: Array[fs.Index]) -> Array[fs.Index]:
+    return fs.build(length(a), lambda i: a[i] // b[i] + a[i] % b[i])
+
+
+def _reprojection_case():
+    case = next(c for c in CASES if c.kernel.name == "reprojection_errors")
+    return case, arguments(case, case.variants[-1])
+
+
+def test_bad_data_dependent_index_raises_index_error(context):
+    case, args = _reprojection_case()
+    if case.kernel.opencl_artifact().needs_fp64 and not _fp64(context):
+        pytest.skip("the device has no fp64")  # Oclgrind has it: never taken here
+    cams, points, weights, obs, feats = args
+    bad = np.array(obs, copy=True)
+    bad[len(bad) // 2][0] = len(cams)  # one camera past the end, in one work-item only
+    with pytest.raises(IndexError, match="reprojection_errors: index out of range"):
+        case.kernel.opencl(cams, points, weights, bad, feats, context=context)
+    bad[len(bad) // 2][0] = -1
+    with pytest.raises(IndexError):
+        case.kernel.opencl(cams, points, weights, bad, feats, context=context)
+    # the status is zeroed per call: good inputs after a failure still give the reference
+    np.testing.assert_allclose(case.kernel.opencl(*args, context=context), case.kernel.reference(*args), **case.tol)
+
+
+def test_failure_in_a_first_launch_skips_the_later_ones(context):
+    a = gather_sum.opencl_artifact()
+    assert len(a.launches) == 2
+    status = next(b for b in a.buffers.values() if b.role == "status")
+    assert status.count == "2" and all(status.name in launch.args for launch in a.launches)
+    assert "atomic_cmpxchg(fs_status + 0, 0, 1)" in a.source
+    assert "if (fs_status[0] != 0) return;" in a.source
+    v = np.arange(1.0, 6.0, dtype=np.float32)
+    assert gather_sum.opencl(v, np.array([4, 0, 0]), context=context) == pytest.approx(7.0)
+    with pytest.raises(IndexError, match="gather_sum"):
+        gather_sum.opencl(v, np.array([4, 5, 0]), context=context)
+
+
+def test_integer_division_by_zero_raises(context):
+    a, b = np.array([7, -7, 9, 4]), np.array([2, 2, -4, 3])
+    np.testing.assert_array_equal(quotients.opencl(a, b, context=context), a // b + a % b)
+    with pytest.raises(ZeroDivisionError, match="quotients: integer division by zero"):
+        quotients.opencl(a, np.array([2, 2, 0, 3]), context=context)
+    np.testing.assert_array_equal(quotients.opencl(a, b, context=context), quotients.reference(a, b))
+
+
+def test_failed_checks_leave_no_out_of_range_access_under_oclgrind():
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import pytest
+        from test_opencl import gather_sum, quotients, _reprojection_case
+        case, (cams, points, weights, obs, feats) = _reprojection_case()
+        bad = np.array(obs, copy=True)
+        bad[:, 0] = len(cams) + 1000  # every work-item fails, far past the end
+        with pytest.raises(IndexError):
+            case.kernel.opencl(cams, points, weights, bad, feats)
+        with pytest.raises(IndexError):  # the sum after the failed gather does not run
+            gather_sum.opencl(np.ones(4, dtype=np.float32), np.array([0, 9, 1, -9]))
+        with pytest.raises(ZeroDivisionError):
+            quotients.opencl(np.arange(5), np.array([1, 0, 2, 0, 3]))
+    """, timeout=900)
+    assert ok, report
+
+
+def test_dot_needs_no_launch_for_its_integer_lets():
+    a = blas.dot.opencl_artifact()
+    # n = length(x) and (n + 2047) // 2048 are recomputed in the kernels that use them
+    assert len(a.launches) == 3
+    assert not any(b.elem.name in ("Index", "Card") for b in a.buffers.values() if b.role == "temp")
+
+
+def test_a_launch_run_after_a_failure_is_caught_by_oclgrind():
+    """The check above can fail: without the status test at its start, the sum after a failed
+    gather reads elements no one wrote."""
+    ok, report = run_under_oclgrind("""
+        import dataclasses
+        import numpy as np
+        from fsmooth.opencl_runtime import OpenCLExecutable
+        from test_opencl import gather_sum
+        a = gather_sum.opencl_artifact()
+        unguarded = dataclasses.replace(a, source=a.source.replace("if (fs_status[0] != 0) return;", ""))
+        try:
+            OpenCLExecutable(unguarded).call(np.ones(4, dtype=np.float32), np.array([0, 9, 1, -9]))
+        except IndexError:
+            pass
+    """, timeout=900)
+    assert not ok and "Uninitialized value" in report, report

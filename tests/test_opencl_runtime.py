@@ -13,7 +13,7 @@ import pytest
 
 from fsmooth import opencl_runtime as rt
 from fsmooth.artifact import Constraint, KernelInterface, SizeSource
-from fsmooth.opencl_artifact import Buffer, Launch, OpenCLArtifact
+from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.types import Array, Bool, Double, Float, Index, type_str
 
 from opencl_oclgrind import oclgrind_available, oclgrind_diagnostics, run_under_oclgrind
@@ -110,6 +110,32 @@ __kernel void shift_if(uchar flag, long k, __global const double *restrict a,
         (SizeSource("a_d0", "a", 0),), (), "0", ("a_d0",))
     buffers = {"a": Buffer("a", "input", Double, "a_d0"), "out": Buffer("out", "output", Double, "a_d0")}
     launches = (Launch("shift_if", ("flag", "k", "a", "out", "a_d0"), ("a_d0",), None),)
+    return OpenCLArtifact(source, buffers, launches, interface, True)
+
+
+def failing_artifact() -> OpenCLArtifact:
+    """checked(a, code, later_code): a copy of ``a``, where launch 0 reports ``code`` for a
+    negative element and launch 1 reports ``later_code`` for one above 100, each in its own
+    element of the 'status' buffer (as generated kernels do)."""
+    source = _header(Double) + r"""
+__kernel void copy_checked(__global const double *restrict a, __global double *restrict out, long n,
+                           long code, __global int *restrict status) {
+    long i = get_global_id(0);
+    if (i < n) { if (a[i] < 0) atomic_cmpxchg(status + 0, 0, (int)code); else out[i] = a[i]; }
+}
+__kernel void check_large(__global const double *restrict a, long n, long later_code,
+                          __global int *restrict status) {
+    long i = get_global_id(0);
+    if (i < n && a[i] > 100) atomic_cmpxchg(status + 1, 0, (int)later_code);
+}
+"""
+    interface = KernelInterface(
+        "checked", (("a", Array[Double]), ("code", Index), ("later_code", Index)), Array[Double],
+        (SizeSource("a_d0", "a", 0),), (), "0", ("a_d0",))
+    buffers = {"a": Buffer("a", "input", Double, "a_d0"), "out": Buffer("out", "output", Double, "a_d0"),
+               "status": Buffer("status", "status", STATUS_ELEM, "2")}
+    launches = (Launch("copy_checked", ("a", "out", "a_d0", "code", "status"), ("a_d0",), None),
+                Launch("check_large", ("a", "a_d0", "later_code", "status"), ("a_d0",), None))
     return OpenCLArtifact(source, buffers, launches, interface, True)
 
 
@@ -332,6 +358,36 @@ def test_malformed_artifacts_are_rejected_at_construction(context):
     with pytest.raises(RuntimeError, match="build failed"):
         rt.OpenCLExecutable(OpenCLArtifact("__kernel void vector_add( {", art.buffers, art.launches,
                                            art.interface, True), context)
+
+
+@pytest.mark.parametrize("code, error", [(1, IndexError), (2, ZeroDivisionError), (3, ValueError),
+                                         (4, MemoryError), (9, RuntimeError)])
+def test_a_status_raises_as_in_the_c_runtime(context, code, error):
+    exe = rt.OpenCLExecutable(failing_artifact(), context)
+    good = np.arange(5.0)
+    with pytest.raises(error, match="^checked: "):
+        exe(np.array([1.0, -1.0, 2.0]), code, 2)
+    with pytest.raises(error):  # and with the result left on the device
+        exe(np.array([1.0, -1.0, 2.0]), code, 2, device_result=True)
+    np.testing.assert_array_equal(exe(good, code, 2), good)  # zeroed again for each call
+
+
+def test_the_first_launch_to_fail_wins(context):
+    exe = rt.OpenCLExecutable(failing_artifact(), context)
+    with pytest.raises(IndexError):
+        exe(np.array([-1.0, 500.0]), 1, 2)  # both launches report: the first one counts
+    with pytest.raises(ZeroDivisionError):
+        exe(np.array([1.0, 500.0]), 1, 2)
+
+
+def test_malformed_status_buffers_are_rejected(context):
+    art = failing_artifact()
+    wrong_count = {**art.buffers, "status": Buffer("status", "status", STATUS_ELEM, "1")}
+    with pytest.raises(ValueError, match="one element per launch"):
+        rt.OpenCLExecutable(OpenCLArtifact(art.source, wrong_count, art.launches, art.interface, True), context)
+    unpassed = (art.launches[0], Launch("check_large", ("a", "a_d0", "later_code", "a"), ("a_d0",), None))
+    with pytest.raises(ValueError, match="must pass the status buffer"):
+        rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, unpassed, art.interface, True), context)
 
 
 # ----------------------------------------------------------------------------- devices

@@ -3,9 +3,9 @@ and their numpy oracles.  As Python (``kernel.reference``) and as C the strategi
 through OpenCL (``kernel.opencl``) they are the paper's §6.3 strategy, with index arithmetic in
 place of split/join:
 
-- a work-group of 128 work-items owns a chunk of 2048 elements; work-item ``l`` sums the 16
-  elements ``chunk + 128 j + l`` (consecutive work-items read consecutive elements) in private
-  memory and stores its sum in local memory;
+- ``g`` work-groups of 128 work-items (one per 2048 elements, at most 1024) stride over the
+  vector: work-item ``l`` of group ``c`` sums the elements ``128 g j + 128 c + l`` (consecutive
+  work-items read consecutive elements) in private memory and stores its sum in local memory;
 - the group halves its 128 sums in local memory down to one (``group_sum``), one barrier per
   step, and writes the chunk's partial sum to global memory;
 - a second kernel of one work-group sums the partial sums the same way, and a last one copies
@@ -55,19 +55,21 @@ def sum_partials(partials: Array[Float]) -> Float:
 @fs.kernel
 def dot_partials(x: Array[Float], y: Array[Float]) -> Array[Float]:
     n = length(x)
-    return fs.to_global(fs.build_workgroup((n + 2047) // 2048, lambda c: group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (x[c * 2048 + j * 128 + l] * y[c * 2048 + j * 128 + l]
-                                                   if c * 2048 + j * 128 + l < n else f32(0.0)),
-                             f32(0.0), 16))))))
+    g = fs.min((n + 2047) // 2048, 1024)
+    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
+        128, lambda l: ifold(lambda acc, j: acc + (x[j * (g * 128) + c * 128 + l] * y[j * (g * 128) + c * 128 + l]
+                                                   if j * (g * 128) + c * 128 + l < n else f32(0.0)),
+                             f32(0.0), (n + g * 128 - 1) // (g * 128)))))))
 
 
 @fs.kernel
 def asum_partials(x: Array[Float]) -> Array[Float]:
     n = length(x)
-    return fs.to_global(fs.build_workgroup((n + 2047) // 2048, lambda c: group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (fs.abs(x[c * 2048 + j * 128 + l])
-                                                   if c * 2048 + j * 128 + l < n else f32(0.0)),
-                             f32(0.0), 16))))))
+    g = fs.min((n + 2047) // 2048, 1024)
+    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
+        128, lambda l: ifold(lambda acc, j: acc + (fs.abs(x[j * (g * 128) + c * 128 + l])
+                                                   if j * (g * 128) + c * 128 + l < n else f32(0.0)),
+                             f32(0.0), (n + g * 128 - 1) // (g * 128)))))))
 
 
 @fs.kernel
