@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/micro.py
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks import micro_impls, micro_report  # noqa: E402
+from benchmarks.blas_report import SECTION_TITLE  # noqa: E402
 from benchmarks.micro_impls import BENCHMARKS, Implementation  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -287,7 +288,10 @@ def main(argv=None) -> int:
     (args.out / "micro.json").write_text(json.dumps(results, indent=1) + "\n")
     plots = micro_report.plot(results, args.out)
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(micro_report.markdown(results, plots, report.parent))
+    # The BLAS section belongs to benchmarks.blas: keep it.
+    old = report.read_text() if report.exists() else ""
+    blas = old[old.index(SECTION_TITLE):] if SECTION_TITLE in old else ""
+    report.write_text(micro_report.markdown(results, plots, report.parent) + ("\n" + blas if blas else ""))
     print(micro_report.text_tables(results))
     print(f"wrote {args.out / 'micro.json'}, {', '.join(str(p) for p in plots)} and {report}")
     for problem in problems:

@@ -36,7 +36,8 @@ from fsmooth.options import Options
 from fsmooth.types import BYTES, C_TYPE, ArrayT, Card, Index, Scalar
 
 from . import phrases as p
-from .index import Ranges, element_offset, in_range, positive, simplify_index
+from .index import (NonnegativeMod, NonnegativeQuotient, Ranges, element_offset, guard, in_range, positive,
+                    simplify_index, truncating_divisions)
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -136,6 +137,9 @@ def _c(e, name_of) -> str:
             return f"(-fs_floordiv_i64({c_int(-num, name_of)}, {c_int(den, name_of)}))"
         case sympy.Mod():
             return f"fs_mod_i64({c_int(e.args[0], name_of)}, {c_int(e.args[1], name_of)})"
+        case NonnegativeMod() | NonnegativeQuotient():
+            op = "%" if isinstance(e, NonnegativeMod) else "/"
+            return f"({c_int(e.args[0], name_of)} {op} {c_int(e.args[1], name_of)})"
         case sympy.Max() | sympy.Min():
             fn = "fs_max_i64" if isinstance(e, sympy.Max) else "fs_min_i64"
             text = c_int(e.args[0], name_of)
@@ -301,7 +305,7 @@ class _KernelEmitter:
         return e.xreplace(table)
 
     def cint(self, e, ranges: Ranges) -> str:
-        return c_int(simplify_index(e, ranges), self.size_name)
+        return c_int(truncating_divisions(simplify_index(e, ranges), ranges), self.size_name)
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):
@@ -357,6 +361,16 @@ class _KernelEmitter:
         symbol = sympy.Dummy("opaque", integer=True)
         self.opaque[symbol] = f"({self.exp(ph, env, ranges, checks)})"
         return symbol
+
+    def _guarded(self, cond: p.Phrase, env: dict, ranges: Ranges) -> Ranges:
+        """The ranges inside ``if (e < b)``: e's upper bound b - 1, so that a guarded read
+        ``a[e] if e < length(a) else ...`` needs no second, run-time check."""
+        match cond:
+            case p.ScalarOp("lt", (a, b)) if _integral(p.data_of(a)) and all(
+                    self._is_size_arithmetic(x, env) for x in (a, b)):
+                e, bound = (simplify_index(self.index(x, env, ranges, []), ranges) for x in (a, b))
+                return {**ranges, **guard(e, bound - 1, ranges)}
+        return ranges
 
     def _is_size_arithmetic(self, ph: p.Phrase, env: dict) -> bool:
         """Integer arithmetic that ``index`` keeps symbolic (no reads, no calls)."""
@@ -455,7 +469,8 @@ class _KernelEmitter:
             case p.IfCmd(cond, then, orelse):
                 checks = []
                 text = self.exp(cond, env, ranges, checks)
-                lines = checks + [f"if ({_strip(text)}) {{"] + _indent(self.comm(then, env, ranges))
+                then_ranges = self._guarded(cond, env, ranges)
+                lines = checks + [f"if ({_strip(text)}) {{"] + _indent(self.comm(then, env, then_ranges))
                 other = self.comm(orelse, env, ranges)
                 return lines + (["} else {"] + _indent(other) + ["}"] if other else ["}"])
             case p.CallCmd(fn, out, args, _, scratch_offset, check_sizes):

@@ -84,6 +84,32 @@ def _split(arg: sympy.Expr, ranges: Ranges):
     return None
 
 
+class NonnegativeMod(sympy.Function):
+    """Mod(a, d) where a ≥ 0 and d ≥ 1 are proven: there C's ``%`` is Python's, no helper needed."""
+
+
+class NonnegativeQuotient(sympy.Function):
+    """floor(a / d) where a ≥ 0 and d ≥ 1 are proven: there C's ``/`` is Python's ``//``."""
+
+
+def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
+    def nonnegative(a):
+        bounds = _bounds(a, ranges)
+        return bounds is not None and _provably_nonnegative(bounds[0])
+
+    def modulo(a, d):
+        return NonnegativeMod(a, d) if nonnegative(a) and positive(d, ranges) else sympy.Mod(a, d)
+
+    def quotient(arg):
+        num, den = sympy.fraction(sympy.together(arg))
+        if den != 1 and nonnegative(num) and positive(den, ranges):
+            return NonnegativeQuotient(num, den)
+        return sympy.floor(arg)
+
+    return sympy.sympify(e).replace(sympy.Mod, modulo).replace(sympy.floor, quotient)
+
+
 def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
     ``for k < d·q`` the loop runs, so d·q ≥ 1, and d, q are nonnegative integers)."""
@@ -99,11 +125,24 @@ def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     return False
 
 
+def guard(e: sympy.Expr, hi: sympy.Expr, ranges: Ranges) -> Ranges:
+    """The fact e ≤ hi (from an enclosing ``if``), as an entry of ``Ranges``: keyed by the
+    expression itself, with no lower bound (a loop variable's own range is kept as it is)."""
+    e = sympy.expand(e)
+    return {} if e in ranges else {e: (None, hi)}
+
+
 def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> bool:
-    """0 ≤ e < length for every value of the loop variables in their ranges."""
+    """0 ≤ e < length for every value of the loop variables in their ranges (and the guards
+    of the enclosing ``if``s)."""
     bounds = _bounds(e, ranges)
-    return bounds is not None and _provably_nonnegative(bounds[0]) and _provably_nonnegative(
-        length - 1 - bounds[1])
+    if bounds is None:
+        return False
+    highs = [bounds[1]]
+    fact = ranges.get(sympy.expand(e))
+    if fact is not None and fact[0] is None:
+        highs.append(fact[1])
+    return _provably_nonnegative(bounds[0]) and any(_provably_nonnegative(length - 1 - hi) for hi in highs)
 
 
 def _bounds(e: sympy.Expr, ranges: Ranges):
@@ -115,8 +154,8 @@ def _bounds(e: sympy.Expr, ranges: Ranges):
         if rest == 1:
             lo, hi = lo + coeff, hi + coeff
             continue
-        bounds = ranges.get(rest) or _division_bounds(rest, ranges)
-        if bounds is None:
+        bounds = ranges.get(rest) or _division_bounds(rest, ranges) or _scaled_bounds(rest, ranges)
+        if bounds is None or bounds[0] is None:
             return None
         r_lo, r_hi = bounds
         if coeff >= 0:
@@ -124,6 +163,19 @@ def _bounds(e: sympy.Expr, ranges: Ranges):
         else:
             lo, hi = lo + coeff * r_hi, hi + coeff * r_lo
     return lo, hi
+
+
+def _scaled_bounds(e: sympy.Expr, ranges: Ranges):
+    """Bounds of i·s for a loop variable i and a nonnegative factor s free of loop variables
+    (a stride such as ``j · 128 g`` with g a size)."""
+    ranged = [f for f in e.as_ordered_factors() if f in ranges and ranges[f][0] is not None]
+    if len(ranged) != 1:
+        return None
+    scale = sympy.cancel(e / ranged[0])
+    if any(s in ranges for s in scale.free_symbols) or not _provably_nonnegative(scale):
+        return None
+    lo, hi = ranges[ranged[0]]
+    return lo * scale, hi * scale
 
 
 def _division_bounds(e: sympy.Expr, ranges: Ranges):
@@ -146,4 +198,8 @@ def _provably_nonnegative(e: sympy.Expr) -> bool:
     """True if ``e`` ≥ 0 whenever its symbols (sizes, loop variables) are nonnegative integers."""
     e = sympy.expand(e)
     nonneg = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in e.free_symbols}
-    return bool(e.xreplace(nonneg).is_nonnegative)
+    if e.xreplace(nonneg).is_nonnegative:
+        return True
+    # -c·Min(a, b) ≥ -c·a and ≥ -c·b: the bound a guard like ``k < min(length x, length y)`` gives
+    return any(e.coeff(m).is_negative and any(_provably_nonnegative(e.subs(m, a)) for a in m.args)
+               for m in e.atoms(sympy.Min))

@@ -423,3 +423,18 @@ def test_status_variable_instead_of_early_returns():
             assert len(bodies) == len(prog.kernels)
             assert all(body.count("return ") == 1 for body in bodies), bodies
             assert any("goto fs_exit;" in body for body in bodies)
+
+
+def test_divisions_of_nonnegative_indices_are_plain_c():
+    """Inside loops whose variables are ≥ 0, a modulo or quotient by a positive constant is C's own
+    `%` or `/` (they agree with Python's there); elsewhere the floor-semantics helpers remain."""
+    import sympy
+
+    from dpia.index import NonnegativeMod, NonnegativeQuotient, truncating_divisions
+
+    i, n = sympy.Symbol("i", integer=True), sympy.Symbol("n", integer=True, nonnegative=True)
+    ranges = {i: (sympy.Integer(0), n - 1)}
+    assert truncating_divisions(sympy.Mod(i + 1, 3), ranges) == NonnegativeMod(i + 1, 3)
+    assert truncating_divisions(sympy.floor((i + 1) / 3), ranges) == NonnegativeQuotient(i + 1, 3)
+    assert truncating_divisions(sympy.Mod(i - n, 3), ranges) == sympy.Mod(i - n, 3)  # may be negative
+    assert truncating_divisions(sympy.Mod(i, n), ranges) == NonnegativeMod(i, n)  # the loop runs: n ≥ 1

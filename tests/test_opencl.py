@@ -136,7 +136,8 @@ def test_dot_has_hoisted_buffers():
     # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
                     if b.role == "temp" and sympy.sympify(b.count).free_symbols)
-    groups = sympy.Min(1024, sympy.floor((sympy.Symbol("x_d0") + 2047) / 2048))
+    n = sympy.Min(sympy.Symbol("x_d0"), sympy.Symbol("y_d0"))
+    groups = sympy.Min(1024, sympy.floor((n + 2047) / 2048))
     assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
     workgroup = [l for l in a.launches if l.local_size == ("128",)]
     assert len(workgroup) == 2

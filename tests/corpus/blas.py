@@ -11,6 +11,10 @@ place of split/join:
 - a second kernel of one work-group sums the partial sums the same way, and a last one copies
   the total out: three launches in order, the partials a hoisted 'temp' buffer.
 
+Each guard ``k < n`` bounds the reads under it, so the generated code checks nothing at run time
+there; ``n`` is the smaller of the lengths read (``fs.min``), which is what lets the guard cover
+``y`` in ``dot`` and the row of ``m`` in ``gemv`` too.
+
 ``scal`` is element-wise, 4-wide vectorised (``vload4``/``vstore4``); ``gemv`` gives each row
 to one work-group, which reduces it like ``dot``.
 
@@ -54,7 +58,7 @@ def sum_partials(partials: Array[Float]) -> Float:
 
 @fs.kernel
 def dot_partials(x: Array[Float], y: Array[Float]) -> Array[Float]:
-    n = length(x)
+    n = fs.min(length(x), length(y))
     g = fs.min((n + 2047) // 2048, 1024)
     return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
         128, lambda l: ifold(lambda acc, j: acc + (x[j * (g * 128) + c * 128 + l] * y[j * (g * 128) + c * 128 + l]
@@ -90,7 +94,7 @@ def scal(a: Float, x: Array[Float]) -> Array[Float]:
 @fs.kernel
 def gemv(alpha: Float, m: Array[Array[Float]], x: Array[Float], beta: Float, y: Array[Float]) -> Array[Float]:
     """alpha · m x + beta · y: one work-group per row."""
-    n = length(x)
+    n = fs.min(length(x), length(m[0]))
     return fs.build_workgroup(length(m), lambda i: alpha * group_sum(fs.to_local(fs.build_local(
         128, lambda l: ifold(lambda acc, j: acc + (m[i][j * 128 + l] * x[j * 128 + l] if j * 128 + l < n else f32(0.0)),
                              f32(0.0), (n + 127) // 128)))) + beta * y[i])
