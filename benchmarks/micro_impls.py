@@ -107,6 +107,9 @@ def implementations() -> list[Implementation]:
 
 def unavailable(impl: Implementation) -> str | None:
     """Why ``impl`` cannot run on this machine, or None."""
+    if impl.variant is not None and VARIANTS[impl.variant].allocation == "gc" and \
+            not cache.system_library_available("gc.h", "gc"):
+        return "Boehm's libgc is not installed (Debian: libgc-dev)"
     if impl.family == "Eigen":
         if not (EIGEN_INCLUDE / "Eigen" / "Dense").is_file():
             return f"Eigen headers not found under {EIGEN_INCLUDE} (install libeigen3-dev)"

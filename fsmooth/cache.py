@@ -17,6 +17,7 @@ manifest (a corrupted or truncated file) is rebuilt rather than loaded.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -24,6 +25,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -152,3 +154,15 @@ def load_module(source: str, cdef: str, compile_args: tuple = (), libraries: tup
     name = module_name(cache_key(source, cdef, compile_args, libraries))
     module = _load_entry(name)
     return module if module is not None else _build_entry(name, source, cdef, compile_args, libraries)
+
+
+@functools.lru_cache(maxsize=None)
+def system_library_available(header: str, library: str) -> bool:
+    """Whether this machine's C compiler finds ``<header>`` and links ``-l<library>`` (the gc
+    variant needs Boehm's libgc, a system package, not a pip one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = pathlib.Path(tmp) / "probe.c"
+        src.write_text(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
+        result = subprocess.run(["cc", str(src), "-o", str(pathlib.Path(tmp) / "probe"), f"-l{library}"],
+                                capture_output=True)
+        return result.returncode == 0

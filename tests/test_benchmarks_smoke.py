@@ -10,8 +10,6 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-pytest.importorskip("tqdm")
-pytest.importorskip("matplotlib")
 
 
 def test_quick_run_measures_every_implementation_with_equal_checksums(tmp_path):

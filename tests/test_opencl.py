@@ -132,12 +132,12 @@ def test_dot_has_hoisted_buffers():
     roles = {b.name: b.role for b in a.buffers.values()}
     temps = [n for n, r in roles.items() if r == "temp"]
     local = [b for b in a.buffers.values() if b.role == "local"]
-    # the per-work-group partial sums: one per work-group (a chunk of 2048, at most 1024 groups),
+    # the per-work-group partial sums: one per work-group (a chunk of 2048, at most 2048 groups),
     # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
                     if b.role == "temp" and sympy.sympify(b.count).free_symbols)
     n = sympy.Min(sympy.Symbol("x_d0"), sympy.Symbol("y_d0"))
-    groups = sympy.Min(1024, sympy.floor((n + 2047) / 2048))
+    groups = sympy.Min(2048, sympy.floor((n + 2047) / 2048))
     assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
     workgroup = [l for l in a.launches if l.local_size == ("128",)]
     assert len(workgroup) == 2

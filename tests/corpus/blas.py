@@ -3,7 +3,7 @@ and their numpy oracles.  As Python (``kernel.reference``) and as C the strategi
 through OpenCL (``kernel.opencl``) they are the paper's §6.3 strategy, with index arithmetic in
 place of split/join:
 
-- ``g`` work-groups of 128 work-items (one per 2048 elements, at most 1024) stride over the
+- ``g`` work-groups of 128 work-items (one per 2048 elements, at most 2048) stride over the
   vector: work-item ``l`` of group ``c`` sums the elements ``128 g j + 128 c + l`` (consecutive
   work-items read consecutive elements) in private memory and stores its sum in local memory;
 - the group halves its 128 sums in local memory down to one (``group_sum``), one barrier per
@@ -59,7 +59,7 @@ def sum_partials(partials: Array[Float]) -> Float:
 @fs.kernel
 def dot_partials(x: Array[Float], y: Array[Float]) -> Array[Float]:
     n = fs.min(length(x), length(y))
-    g = fs.min((n + 2047) // 2048, 1024)
+    g = fs.min((n + 2047) // 2048, 2048)
     return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
         128, lambda l: ifold(lambda acc, j: acc + (x[j * (g * 128) + c * 128 + l] * y[j * (g * 128) + c * 128 + l]
                                                    if j * (g * 128) + c * 128 + l < n else f32(0.0)),
@@ -69,7 +69,7 @@ def dot_partials(x: Array[Float], y: Array[Float]) -> Array[Float]:
 @fs.kernel
 def asum_partials(x: Array[Float]) -> Array[Float]:
     n = length(x)
-    g = fs.min((n + 2047) // 2048, 1024)
+    g = fs.min((n + 2047) // 2048, 2048)
     return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
         128, lambda l: ifold(lambda acc, j: acc + (fs.abs(x[j * (g * 128) + c * 128 + l])
                                                    if j * (g * 128) + c * 128 + l < n else f32(0.0)),
