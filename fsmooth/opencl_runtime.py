@@ -35,8 +35,7 @@ import pyopencl.array as cl_array
 import sympy
 
 from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
-from .runtime import _MEMO_LIMIT, _array_converter, _scalar_converter, _size_getter
-from .runtime import Executable as _CExecutable
+from .runtime import MEMO_LIMIT, array_converter, raise_status, scalar_converter, size_getter
 from .types import NUMPY_DTYPE, Bool, Card, element_scalar, rank, type_str
 
 # Simulators are correct but thousands of times slower than a real device: only an explicit
@@ -393,9 +392,9 @@ class OpenCLExecutable:
         self._params = dict(interface.params)
         self._nparams = len(interface.params)
         self._converters = tuple(
-            _array_converter(name, pname, ty) if rank(ty) else _scalar_converter(name, pname, ty)
+            array_converter(name, pname, ty) if rank(ty) else scalar_converter(name, pname, ty)
             for pname, ty in interface.params)
-        self._size_getter = _size_getter(interface)
+        self._size_getter = size_getter(interface)
         self._symbols = tuple(s.symbol for s in interface.sizes)
         self._check_sizes = compile_constraint_check(
             self._symbols, [c.c_expr for c in interface.constraints], name)
@@ -539,7 +538,7 @@ class OpenCLExecutable:
                                    f"divide the global size {gsize} and hold at most "
                                    f"{self._max_group} work-items on this device")
             planned.append((gsize, lsize))
-        if len(self._plans) >= _MEMO_LIMIT:
+        if len(self._plans) >= MEMO_LIMIT:
             self._plans.clear()
         plan = self._plans[sizes] = _Plan(dims, nbytes, tuple(planned))
         return plan
@@ -609,7 +608,7 @@ class OpenCLExecutable:
         failed = codes[codes != 0]
         if failed.size:
             # the C runtime's mapping from STATUS codes to exceptions, message naming the kernel
-            _CExecutable._raise_status(self, int(failed[0]))
+            raise_status(self.interface.name, int(failed[0]))
 
     def _input_buffer(self, pname: str, value) -> cl.Buffer:
         if isinstance(value, cl_array.Array):

@@ -41,7 +41,7 @@ from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar
 SCRATCH_ALIGN = 64
 GUARD_BYTES = 256  # checked arenas: pattern bytes on either side of the scratch
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
-_MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
+MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
 
 _libraries: dict[tuple[str, str], object] = {}
 
@@ -85,7 +85,7 @@ def _element_kind_error(elem: Scalar, dtype: np.dtype) -> str | None:
     return f"cannot convert {dtype} elements to {elem} without loss"
 
 
-def _array_converter(kernel: str, name: str, ty: Type):
+def array_converter(kernel: str, name: str, ty: Type):
     want_rank = rank(ty)
     elem = element_scalar(ty)
     dtype = NUMPY_DTYPE[elem]
@@ -119,7 +119,7 @@ def _array_converter(kernel: str, name: str, ty: Type):
     return convert
 
 
-def _scalar_converter(kernel: str, name: str, ty: Scalar):
+def scalar_converter(kernel: str, name: str, ty: Scalar):
     where = f"{kernel}: argument '{name}' ({ty})"
 
     def reject(x):
@@ -186,13 +186,13 @@ class Executable:
 
         self._nparams = len(interface.params)
         self._converters = tuple(
-            _array_converter(name, pname, ty) if rank(ty) else _scalar_converter(name, pname, ty)
+            array_converter(name, pname, ty) if rank(ty) else scalar_converter(name, pname, ty)
             for pname, ty in interface.params)
         # Per parameter, the cffi array type its buffer is passed as, or None for a scalar.
         self._buffer_types = tuple(
             ffi.typeof(f"{C_TYPE[element_scalar(ty)]}[]") if rank(ty) else None
             for _, ty in interface.params)
-        self._size_getter = _size_getter(interface)
+        self._size_getter = size_getter(interface)
 
         result_scalar = element_scalar(interface.result)
         self._result_rank = rank(interface.result)
@@ -241,7 +241,7 @@ class Executable:
         if any(d < 0 for d in dims) or nbytes < 0:
             raise RuntimeError(f"{self.interface.name}: the shape or scratch function returned a "
                                f"negative size for sizes {self._show_sizes(sizes)}")
-        if len(self._plans) >= _MEMO_LIMIT:
+        if len(self._plans) >= MEMO_LIMIT:
             self._plans.clear()
         plan = self._plans[sizes] = (dims, nbytes)
         return plan
@@ -270,18 +270,6 @@ class Executable:
             local.pointer = self._ffi.cast("void *", address)
         return local.pointer
 
-    def _raise_status(self, status: int):
-        what = STATUS.get(status, f"unknown status {status}")
-        message = f"{self.interface.name}: {what}"
-        if status == 1:
-            raise IndexError(message)
-        if status == 2:
-            raise ZeroDivisionError(message)
-        if status == 3:
-            raise ValueError(message)
-        if status == 4:
-            raise MemoryError(message)
-        raise RuntimeError(message)
 
     def _run_checked(self, nbytes: int, out, c_args: list) -> int:
         """Run ``K`` on a patterned scratch buffer between guards (the module docstring); its status."""
@@ -323,7 +311,7 @@ class Executable:
         else:
             status = self._kernel(self._scratch(nbytes), out, *c_args)
         if status:
-            self._raise_status(status)
+            raise_status(self.interface.name, status)
         return result if self._result_rank else out[0]
 
     __call__ = call
@@ -342,7 +330,14 @@ class Executable:
         return self._plan(self._size_getter(self._c_args(args)))[0]
 
 
-def _size_getter(interface: KernelInterface):
+def raise_status(kernel: str, status: int):
+    """Raise the exception a kernel's nonzero status means (``fsmooth.artifact.STATUS``), naming
+    the kernel: the C and OpenCL runtimes report failed checks alike."""
+    message = f"{kernel}: {STATUS.get(status, f'unknown status {status}')}"
+    raise {1: IndexError, 2: ZeroDivisionError, 3: ValueError, 4: MemoryError}.get(status, RuntimeError)(message)
+
+
+def size_getter(interface: KernelInterface):
     """A function from the argument list of ``K`` (after ``out``) to the kernel's sizes tuple:
     every size is one of those arguments, an array's dim or a Card parameter's value."""
     position, positions = 0, {}
