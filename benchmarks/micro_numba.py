@@ -8,15 +8,11 @@ loop into one buffer allocated before the iterations, as the hand-written C does
 import numpy as np
 from numba import njit
 
+from .micro_impls import add3_loop_numpy, cross_loop_numpy
 
-@njit(cache=True)
-def add3_loop_alloc(a, b, c, iters):
-    n = len(a)
-    acc = 0.0
-    for it in range(iters):
-        t = a + b + c
-        acc = acc + (t[it % n] + t[(it * 7 + 1) % n])
-    return acc
+
+# The numpy versions themselves, compiled: Numba's code for what a numpy programmer writes.
+add3_loop_alloc = njit(cache=True)(add3_loop_numpy)
 
 
 @njit(cache=True)
@@ -31,13 +27,7 @@ def add3_loop_fused(a, b, c, iters):
     return acc
 
 
-@njit(cache=True)
-def cross_loop_alloc(a, b, iters):
-    acc = 0.0
-    for it in range(iters):
-        t = np.cross(a, b)
-        acc = acc + (t[it % 3] + t[(it * 7 + 1) % 3])
-    return acc
+cross_loop_alloc = njit(cache=True)(cross_loop_numpy)
 
 
 @njit(cache=True)
