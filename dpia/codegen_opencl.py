@@ -1,7 +1,7 @@
 """Imperative DPIA with strategies → OpenCL C and the launch plan (``fsmooth.opencl_artifact``).
 
 The kernels and their hoisted buffers come from ``dpia.hoist_opencl``; statements, acceptors,
-index paths, size printing and names are those of the C generator (``dpia.codegen_c``), whose
+index paths, size printing and names are those the C back end writes too (``dpia.emit``), whose
 emitter this one extends with the OpenCL primitives (DPIA paper §6.2):
 
     parforGlobal    for (i = get_global_id(d); i < n; i += get_global_size(d))
@@ -36,17 +36,20 @@ from dataclasses import dataclass
 
 import sympy
 
+from clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
-from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
+from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Float, Scalar, element_scalar
 
 from . import phrases as p
-from .codegen_c import _Alias, _Buffer, _ctype, _Exit, _indent, _KernelEmitter, _Scalar, _strip, _sym
-from .hoist_opencl import HoistedBuffer, Phase, plan_kernels
+from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, SymbolicInteger, c_type, indent,
+                   index_symbol, strip_parentheses)
+from .index import simplify_index
+from .hoist_opencl import HoistedBuffer, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, children, private_count, root
 
-# Names the generated OpenCL uses or reserves beyond C's (codegen_c keeps C's out).
+# Names the generated OpenCL uses or reserves beyond C's (emit's Namer keeps C's out).
 OPENCL_NAMES = frozenset("""
 kernel __kernel global __global local __local private __private constant __constant read_only
 write_only half bool char uchar short ushort int uint long ulong float double size_t ptrdiff_t
@@ -63,7 +66,7 @@ _FENCE = {"local": "CLK_LOCAL_MEM_FENCE", "global": "CLK_GLOBAL_MEM_FENCE"}
 
 
 @dataclass(frozen=True)
-class _Memory(_Buffer):
+class _Memory(BufferVariable):
     """A buffer with its OpenCL address space and its role in the artifact."""
 
     space: str = "global"  # 'global', 'local' or 'private'
@@ -84,7 +87,7 @@ _STATUS_PARAM = "fs_status"
 
 
 @dataclass
-class _StatusExit(_Exit):
+class _StatusExit(FailureExit):
     """Where a failed check goes on the device: its code into this launch's element of the
     status buffer, unless an earlier failure is there already, then a jump to ``label``."""
 
@@ -99,12 +102,14 @@ def _qualifier(space: str) -> str:
     return {"global": "__global ", "local": "__local ", "private": ""}[space]
 
 
-class _OpenCLEmitter(_KernelEmitter):
+class _OpenCLEmitter(KernelEmitter):
     """The C emitter with the OpenCL primitives: one instance per OpenCL kernel."""
 
     def __init__(self, k: p.ImperativeKernel, taken: frozenset, options: Options, slot: int):
-        super().__init__(k, taken, dataclasses.replace(options, parallel=False, allocation="arena"), frozenset())
+        # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
+        super().__init__(k, taken, dataclasses.replace(options, allocation="arena"))
         self.levels: list = []  # the parallel levels around the code being written
+        self.lanes: _Lanes | None = None  # the build being vectorised, in its body
         self.slot = slot  # this launch's element of the status buffer
         self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
         self.exits = [self.exit]  # every exit made: whether any check can fail
@@ -143,12 +148,12 @@ class _OpenCLEmitter(_KernelEmitter):
                 env[name] = _Memory(cname, "global", "input")
             else:
                 params.append(f"{_arg_type(ty)} {cname}")
-                env[name] = _Scalar(cname)
+                env[name] = ScalarVariable(cname)
             args.append(name)
         params.append(f"__global {_mem_type(p.scalar_of(k.result_data))} *restrict out")
         args.append(output)
         env[k.dest] = _Memory("out", "global", "output")
-        used = _identifiers(phase.body)
+        used = free_identifiers(phase.body) | (free_identifiers(phase.tail) if phase.tail is not None else set())
         for name, buf in hoisted.items():
             if name in used:
                 space = "local" if buf.role == "local" else "global"
@@ -165,27 +170,35 @@ class _OpenCLEmitter(_KernelEmitter):
         body = self.comm(phase.body, env, {})
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
+        if phase.tail is not None:
+            # the launch is one work-group (hoist_opencl): after the barrier its writes are
+            # there for work-item 0, which runs the sequential tail unless the body failed
+            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, {}))
+            body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
+                     f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:
             # those launches have finished: every work-item reads the same values, and no
             # work-item of this launch writes them
             failed = " || ".join(f"{_STATUS_PARAM}[{j}] != 0" for j in failing_before)
             body = [f"if ({failed}) return;  /* an earlier launch failed: its result is not there */"] + body
         head = f"__kernel void {phase.name}({', '.join(params)}) {{"
-        return "\n".join([head] + _indent(body) + ["}"]), tuple(args)
+        return "\n".join([head] + indent(body) + ["}"]), tuple(args)
 
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
+        if self.lanes is not None:
+            return self._vector_comm(c, env, ranges)
         match c:
             case p.ParFor(strategy=strategy) if strategy is not None and strategy.level in PARALLEL:
                 if strategy.width > 1:
                     return self._vector_parfor(c, env, ranges)
                 return self._parallel_parfor(c, env, ranges)
             case p.ParFor(strategy=strategy) if strategy is not None and strategy.width > 1:
-                raise CompileError("vectorize needs build_global (or the default strategy's outermost build)",
-                                   strategy.loc)
+                raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
+                                   "outermost build)", strategy.loc)
             case p.New(name, data, body, None, "private") if not isinstance(data, p.Num):
                 cname = self.namer.fresh(name)
-                decl = f"{_ctype(data)} {cname}[{private_count(data)}];"
+                decl = f"{c_type(data)} {cname}[{private_count(data)}];"
                 return [decl] + self.comm(body, {**env, name: _Memory(cname, "private", "private")}, ranges)
             case p.New(_, data, _, offset) if offset is not None:
                 raise AssertionError(f"an arena region left in OpenCL code: {c}")
@@ -195,7 +208,7 @@ class _OpenCLEmitter(_KernelEmitter):
                     # every work-item of the group holds this value: one of them writes it, and
                     # a failed check there must not take it past the barrier below
                     lines = self._with_scoped_exit(lambda: super(_OpenCLEmitter, self).comm(c, env, ranges))
-                    guarded = ["if (get_local_id(0) == 0) {"] + _indent(lines) + ["}"]
+                    guarded = ["if (get_local_id(0) == 0) {"] + indent(lines) + ["}"]
                     if target.role == "output":
                         return guarded
                     return guarded + [f"barrier({_FENCE[target.space]});"]
@@ -221,11 +234,15 @@ class _OpenCLEmitter(_KernelEmitter):
         i = self.namer.fresh(c.index)
         n = self.rename(c.size, env)
         loop_var = p.Ident(c.index, p.ExpT(p.IdxT(c.size)))
-        inner = {**env, c.index: _Scalar(i)}
-        inner[c.out] = _Alias(p.Idx(c.acc, loop_var, c.elem, c.size), inner)
-        return i, n, inner, {**ranges, _sym(i): (sympy.Integer(0), n - 1)}
+        inner = {**env, c.index: ScalarVariable(i)}
+        inner[c.out] = Alias(p.Idx(c.acc, loop_var, c.elem, c.size), inner)
+        return i, n, inner, {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
 
     def _parallel_parfor(self, c: p.ParFor, env: dict, ranges) -> list[str]:
+        return self._strided_loop(c, env, ranges) + self._barrier_after(c, env, ranges)
+
+    def _strided_loop(self, c: p.ParFor, env: dict, ranges, start: str = "") -> list[str]:
+        """The loop of a parallel ``parfor`` over its work-items, from ``start`` on."""
         level = c.strategy.level
         dim = self.levels.count(level)
         get_id, get_size = _IDS[level]
@@ -239,15 +256,17 @@ class _OpenCLEmitter(_KernelEmitter):
                 lines = self.comm(c.body, inner, inner_ranges)
         finally:
             self.levels.pop()
-        bound = _strip(self.cint(n, ranges))
-        head = f"for (int64_t {i} = {get_id}({dim}); {i} < {bound}; {i} += {get_size}({dim})) {{"
-        loop = [head] + _indent(lines) + ["}"]
-        if level == "local":
+        bound = strip_parentheses(self.cint(n, ranges))
+        head = f"for (int64_t {i} = {start}{get_id}({dim}); {i} < {bound}; {i} += {get_size}({dim})) {{"
+        return [head] + indent(lines) + ["}"]
+
+    def _barrier_after(self, c: p.ParFor, env: dict, ranges) -> list[str]:
+        if c.strategy.level == "local":
             target = self._binding(c.acc, env, ranges)
             if isinstance(target, _Memory) and target.role in ("temp", "local"):
                 # other work-items of the group read what this loop wrote (DPIA §6.2)
-                loop.append(f"barrier({_FENCE[target.space]});")
-        return loop
+                return [f"barrier({_FENCE[target.space]});"]
+        return []
 
     def _double_buffer(self, c: p.DoubleBuffer, env: dict, ranges) -> list[str]:
         checks: list = []
@@ -256,70 +275,161 @@ class _OpenCLEmitter(_KernelEmitter):
         space = memory.space if isinstance(memory, _Memory) else "global"
         role = memory.role if isinstance(memory, _Memory) else "temp"
         scalar = p.scalar_of(c.data)
-        t = f"{_qualifier(space)}{_ctype(c.data) if space == 'private' else _mem_type(scalar)}"
+        t = f"{_qualifier(space)}{c_type(c.data) if space == 'private' else _mem_type(scalar)}"
         s, o = self.namer.fresh(c.state), self.namer.fresh(c.out)
         head = [f"{t} *{s} = {self.address(c.first, env, ranges, checks)};",
                 f"{t} *{o} = {self.address(c.second, env, ranges, checks)};"]
         inner = {**env, c.state: _Memory(s, space, role), c.out: _Memory(o, space, role)}
         # RISE & Shine's double buffer: the two buffers trade places, nothing is copied
         swap = [f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}"]
-        loop = self._loop(c.index, n, c.body, inner, ranges, swap)
+        loop = self.loop(c.index, n, c.body, inner, ranges, swap)
         return checks + head + loop + self.comm(c.after, {**env, c.state: _Memory(s, space, role)}, ranges)
 
     # -- vectors
     def _vector_parfor(self, c: p.ParFor, env: dict, ranges) -> list[str]:
-        """``vectorize(w, ·)``: iteration v does elements w·v .. w·v + w - 1 with vector loads and
-        stores; the remainder, n mod w elements, runs as scalar code in the same strided loop."""
-        w, loc = c.strategy.width, c.strategy.loc
-        if c.strategy.level != "global":
-            raise CompileError("vectorize needs build_global (or the default strategy's outermost build)", loc)
-        if not (isinstance(c.body, p.Assign) and c.body.acc == p.Ident(c.out, p.AccT(c.elem))
-                and isinstance(c.elem, p.Num)):
-            raise CompileError("vectorize needs a build whose elements are scalars computed without loops", loc)
-        scalar = c.elem.scalar
-        if scalar is Bool:
-            raise CompileError("vectorize needs a build of numbers, not of Bools", loc)
-        checks: list = []
-        i, n, inner, inner_ranges = self._enter(c, env, ranges)
-        vector = self._vector_exp(c.body.exp, c.index, inner, inner_ranges, w, loc, checks)
-        if checks:
-            raise CompileError("vectorize needs a body without run-time checks", loc)
-        out_base, out_offset = self.resolve(c.acc, sympy.Integer(0), env, ranges, [])
-        if not isinstance(out_base, _Buffer):
-            raise CompileError("vectorize needs a build written to memory", loc)
+        """``vectorize(w, ·)``: iteration v does the elements w·v .. w·v + w - 1 at once, each
+        private scalar of the body an OpenCL vector of w lanes (``_vector_comm``); the remainder,
+        n mod w elements, runs as scalar code in the same strided loop."""
+        strategy = c.strategy
+        w, level = strategy.width, strategy.level
+        if level not in ("global", "local"):
+            raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
+                               "outermost build)", strategy.loc)
+        if not (isinstance(c.elem, p.Num) and c.elem.scalar in VECTOR_SCALARS):
+            raise CompileError("vectorize needs a build of Float or Double elements", strategy.loc)
+        dim = self.levels.count(level)
+        get_id, get_size = _IDS[level]
+        i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")
-        n_text = _strip(self.cint(n, ranges))
-        out_at = self.cint(sympy.Symbol(f"{v}", integer=True) * w + out_offset, inner_ranges) if out_offset != 0 \
-            else f"{v} * {w}"
-        scalar_loop = self._parallel_parfor(dataclasses.replace(c, strategy=dataclasses.replace(c.strategy, width=1)),
-                                            env, ranges)
-        # the remainder: the same loop, started after the vectors
-        scalar_loop[0] = scalar_loop[0].replace("get_global_id(0)", f"({n_text} / {w}) * {w} + get_global_id(0)", 1)
-        head = f"for (int64_t {v} = get_global_id(0); {v} < {n_text} / {w}; {v} += get_global_size(0)) {{"
-        body = [f"const int64_t {i} = {v} * {w};",
-                f"vstore{w}({vector}, 0, {out_base.cname} + {_strip(out_at)});"]
-        return [head] + _indent(body) + ["}"] + scalar_loop
+        # the first lane's index: the last lane's is at most n - 1
+        vector_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - w)}
+        self.lanes, self.levels = _Lanes(c.index, i, w, c.out, inner[c.out].phrase), self.levels + [level]
+        try:
+            write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
+            lines = self._with_scoped_exit(write) if level == "local" else write()
+        finally:
+            self.lanes, self.levels = None, self.levels[:-1]
+        n_text = strip_parentheses(self.cint(n, ranges))
+        loop = ([f"for (int64_t {v} = {get_id}({dim}); {v} < {n_text} / {w}; {v} += {get_size}({dim})) {{",
+                 f"    const int64_t {i} = {v} * {w};"] + indent(lines) + ["}"])
+        scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
+        if sympy.Mod(n, w) != 0:
+            loop += self._strided_loop(scalar, env, ranges, start=f"({n_text} / {w}) * {w} + ")
+        return loop + self._barrier_after(scalar, env, ranges)
 
-    def _vector_exp(self, e: p.Phrase, index: str, env: dict, ranges, w: int, loc, checks: list) -> str:
+    def _vector_comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
+        """A command of a vectorised body: vector code where the lanes can run in lock step,
+        else the command once per lane (``_by_lane``), which is always correct."""
+        lanes = self.lanes
+        match c:
+            case p.Skip() | p.Seq():
+                return KernelEmitter.comm(self, c, env, ranges)
+            case p.New() if self.integer_let(c, env):
+                # symbolic: an index of the first lane, which each lane shifts (_Lanes.env)
+                return KernelEmitter.comm(self, c, env, ranges)
+            case p.New(name, p.Num(scalar), body, None) if scalar in VECTOR_SCALARS:
+                cname = self.namer.fresh(name)
+                lines = self.comm(body, {**env, name: _VectorVariable(cname)}, ranges)
+                return [f"{C_TYPE[scalar]}{lanes.width} {cname};"] + lines
+            case p.For(count) if not self._varying(count, env):
+                return KernelEmitter.comm(self, c, env, ranges)
+            case p.IfCmd(cond) if not self._varying(cond, env):
+                return KernelEmitter.comm(self, c, env, ranges)
+            case p.IfCmd(cond, then) if not self._varying(cond, env, through_index=False):
+                # the condition varies with the element's index only: where it holds for every
+                # lane (the bulk of a guarded loop) the lanes run the branch together
+                checks: list = []
+                every = " && ".join(f"({self.exp(cond, lanes.env(env, k), ranges, checks)})" for k in range(lanes.width))
+                if checks:
+                    return self._by_lane(c, env, ranges)
+                inside = ranges
+                for k in range(lanes.width):
+                    inside = self._guarded(cond, lanes.env(env, k), inside)
+                return ([f"if ({every}) {{"] + indent(self.comm(then, env, inside)) + ["} else {"]
+                        + indent(self._by_lane(c, env, ranges)) + ["}"])
+            case p.Assign(acc, e):
+                saved = ([x.used for x in self.exits], dict(self.reads))
+                try:
+                    value, varying = self._vector_exp(e, env, ranges)
+                    value = value if varying else f"({C_TYPE[p.data_of(e).scalar]}{lanes.width})({value})"
+                    target = self._vector_target(acc, env, ranges)
+                except _NotVectorisable:
+                    for x, used in zip(self.exits, saved[0]):
+                        x.used = used
+                    self.reads = saved[1]
+                    return self._by_lane(c, env, ranges)
+                return [target.format(value)]
+        return self._by_lane(c, env, ranges)
+
+    def _by_lane(self, c: p.Phrase, env: dict, ranges) -> list[str]:
+        """``c`` as scalar code, once per lane, each in a block of its own."""
+        lanes, self.lanes = self.lanes, None
+        try:
+            return [line for k in range(lanes.width)
+                    for line in ["{"] + indent(self.comm(c, lanes.env(env, k), ranges)) + ["}"]]
+        finally:
+            self.lanes = lanes
+
+    def _varying(self, ph: p.Phrase, env: dict, through_index: bool = True) -> bool:
+        """Whether ``ph`` may differ between the lanes: it mentions a vector variable (or, with
+        ``through_index``, the element's index or an integer let of it)."""
+        first = index_symbol(self.lanes.first)
+        for name in free_identifiers(ph):
+            match env.get(name):
+                case _VectorVariable() | Alias():
+                    return True
+                case ScalarVariable(cname) if through_index and cname == self.lanes.first:
+                    return True
+                case SymbolicInteger(expr) if through_index and first in expr.free_symbols:
+                    return True
+        return False
+
+    def _vector_exp(self, e: p.Phrase, env: dict, ranges) -> tuple[str, bool]:
+        """(OpenCL text, whether it is a vector) of ``e``; _NotVectorisable where the lanes
+        cannot compute it together."""
+        if not self._varying(e, env):
+            checks: list = []
+            text = self.exp(e, env, ranges, checks)
+            if checks:
+                raise _NotVectorisable
+            return text, False
         match e:
-            case p.Literal() | p.NatExp():
-                return self.exp(e, env, ranges, checks)
-            case p.Ident(name) if isinstance(env.get(name), _Scalar) and name != index:
-                return self.exp(e, env, ranges, checks)
-            case p.ScalarOp("add" | "sub" | "mul" | "div" | "neg" | "min" | "max" | "sqrt" | "exp" | "log"
-                            | "sin" | "cos" | "abs" as op, args) if all(
-                                isinstance(p.data_of(a), p.Num) and p.data_of(a).scalar is p.data_of(e).scalar
-                                for a in args):
-                texts = [self._vector_exp(a, index, env, ranges, w, loc, checks) for a in args]
-                return _VECTOR_OPS[op].format(*texts)
-            case p.Idx(arr, p.Ident(i), p.Num(), _, False) if i == index:
-                base, offset = self.resolve(arr, sympy.Integer(0), env, ranges, checks)
-                if isinstance(base, _Memory) and base.space != "private":
-                    at = self.cint(_sym(env[index].cname) + offset, ranges) if offset != 0 else env[index].cname
-                    return f"vload{w}(0, {base.cname} + {_strip(at)})"
-        raise CompileError(f"vectorize needs an element-wise body: arithmetic on reads x[i] of the loop "
-                           f"index and values the same for all elements, not {p.show(e)}", loc)
+            case p.Ident(name) if isinstance(env.get(name), _VectorVariable):
+                return env[name].cname, True
+            case p.ScalarOp(op, args, p.Num(scalar)) if op in _VECTOR_OPS and scalar in VECTOR_SCALARS and all(
+                    p.data_of(a) == p.Num(scalar) for a in args):
+                parts = [self._vector_exp(a, env, ranges) for a in args]
+                vector = f"{C_TYPE[scalar]}{self.lanes.width}"
+                texts = [text if varying else f"(({vector})({text}))" for text, varying in parts]
+                return _VECTOR_OPS[op].format(*texts), True
+            case p.Idx(elem=p.Num(scalar)) | p.Shift(data=p.Num(scalar)) if scalar in VECTOR_SCALARS:
+                address = self._lanes_address(e, env, ranges)
+                self.reads[address] = True
+                return f"vload{self.lanes.width}(0, {address})", True
+        raise _NotVectorisable
 
+    def _vector_target(self, acc: p.Phrase, env: dict, ranges) -> str:
+        """The assignment of a vector ``{}`` to ``acc``: a vector variable, or the lanes'
+        contiguous elements in memory."""
+        if isinstance(acc, p.Ident) and isinstance(env.get(acc.name), _VectorVariable):
+            return f"{env[acc.name].cname} = {{}};"
+        return f"vstore{self.lanes.width}({{}}, 0, {self._lanes_address(acc, env, ranges)});"
+
+    def _lanes_address(self, ph: p.Phrase, env: dict, ranges) -> str:
+        """The address of the first lane's element of ``ph``, whose lanes' elements must be
+        contiguous and need no run-time check."""
+        checks: list = []
+        places = [self.resolve(ph, sympy.Integer(0), self.lanes.env(env, k), ranges, checks)
+                  for k in range(self.lanes.width)]
+        base, offset = places[0]
+        if checks or not isinstance(base, BufferVariable) or any(
+                b != base or sympy.expand(o - offset) != k for k, (b, o) in enumerate(places)):
+            raise _NotVectorisable
+        offset = simplify_index(offset, ranges)
+        return base.cname if offset == 0 else f"({base.cname} + {self.cint(offset, ranges)})"
+
+
+VECTOR_SCALARS = (Float, Double)
 
 _VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
                "neg": "(-{0})", "min": "fmin({0}, {1})", "max": "fmax({0}, {1})", "sqrt": "sqrt({0})",
@@ -327,78 +437,67 @@ _VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                "abs": "fabs({0})"}
 
 
-def _identifiers(c: p.Phrase) -> set:
-    names = {c.name} if isinstance(c, p.Ident) else set()
-    for ph in children(c):
-        names |= _identifiers(ph)
-    return names
+class _NotVectorisable(Exception):
+    """The lanes of a vectorised body cannot compute this together (the command runs by lane)."""
+
+
+@dataclass(frozen=True)
+class _VectorVariable:
+    """A private scalar of a vectorised body: one lane per element, an OpenCL vector."""
+
+    cname: str
+
+
+@dataclass(frozen=True)
+class _Lanes:
+    """The build being vectorised: its index (``first``: the C name of the first lane's), its
+    width, and its element acceptor ``out``, bound to ``out_phrase``."""
+
+    index: str
+    first: str
+    width: int
+    out: str
+    out_phrase: p.Phrase
+
+    def env(self, env: dict, k: int) -> dict:
+        """``env`` as lane ``k`` sees it: the index and its integer lets shifted by k, each
+        vector variable's component k."""
+        first = index_symbol(self.first)
+        lane = {}
+        for name, binding in env.items():
+            match binding:
+                case _VectorVariable(cname):
+                    binding = ScalarVariable(f"{cname}.s{k:x}")
+                case ScalarVariable(cname) if cname == self.first:
+                    binding = SymbolicInteger(first + k)
+                case SymbolicInteger(expr) if first in expr.free_symbols:
+                    binding = SymbolicInteger(expr.subs(first, first + k))
+            lane[name] = binding
+        lane[self.out] = Alias(self.out_phrase, lane)
+        return lane
 
 
 # ----------------------------------------------------------------------------- the runtime
 
 
-_PRELUDE = r"""/* fsmooth's scalar helpers (clib/fsmooth_rt.h) in OpenCL C. */
-typedef long int64_t;
+# What clib/fsmooth_scalar.h needs from its includer (see there), in OpenCL C.
+_SCALAR_HEADER_ENVIRONMENT = r"""typedef long int64_t;
 typedef ulong uint64_t;
 #define INT64_C(x) (x##L)
-static inline int64_t fs_floordiv_i64(int64_t a, int64_t b) {
-    if (b == -1) return (int64_t)(0UL - (uint64_t)a);
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-    return q;
-}
-static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
-    if (b == -1) return 0;
-    int64_t r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0UL - (uint64_t)a) : a; }
-static inline int64_t fs_min_i64(int64_t a, int64_t b) { return b < a ? b : a; }
-static inline int64_t fs_max_i64(int64_t a, int64_t b) { return b > a ? b : a; }
-static inline bool fs_min_bool(bool a, bool b) { return b < a ? b : a; }
-static inline bool fs_max_bool(bool a, bool b) { return b > a ? b : a; }
-"""
-
-# Python's float // and %, and the math functions, per floating type (T, suffix).
-_FLOATING = r"""
-static inline T fs_mod_S(T a, T b) {
-    T r = fmod(a, b);
-    if (r != 0) { if ((b < 0) != (r < 0)) r += b; }
-    else r = copysign((T)0, b);
-    return r;
-}
-static inline T fs_floordiv_S(T a, T b) {
-    T r = fmod(a, b);
-    T q = (a - r) / b;
-    if (r != 0 && ((b < 0) != (r < 0))) q -= 1;
-    if (q != 0) {
-        T f = floor(q);
-        if (q - f > (T)0.5) f += 1;
-        q = f;
-    } else q = copysign((T)0, a / b);
-    return q;
-}
-static inline T fs_sqrt_S(T x) { return sqrt(x); }
-static inline T fs_exp_S(T x) { return exp(x); }
-static inline T fs_log_S(T x) { return log(x); }
-static inline T fs_sin_S(T x) { return sin(x); }
-static inline T fs_cos_S(T x) { return cos(x); }
-static inline T fs_tan_S(T x) { return tan(x); }
-static inline T fs_floor_S(T x) { return floor(x); }
-static inline T fs_abs_S(T x) { return fabs(x); }
-static inline T fs_pow_S(T a, T b) { return pow(a, b); }
-static inline T fs_min_S(T a, T b) { return b < a ? b : a; }
-static inline T fs_max_S(T a, T b) { return b > a ? b : a; }
+#define FS_FLOAT_MATH(name) name
 """
 
 
 def prelude(fp64: bool) -> str:
+    """What every OpenCL program of fsmooth starts with: the scalar helpers of the C runtime
+    (``clib/fsmooth_scalar.h``, one text for both back ends), those of double only where the
+    program uses double, since a device may have no fp64."""
     parts = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"] if fp64 else []
-    parts.append(_PRELUDE)
-    parts.append(_FLOATING.replace("T", "float").replace("_S(", "_f32("))
+    parts.append(_SCALAR_HEADER_ENVIRONMENT)
     if fp64:
-        parts.append(_FLOATING.replace("T", "double").replace("_S(", "_f64("))
+        parts.append("#define FS_HAVE_F64\n")
+    parts.append((HEADER_DIR / SCALAR_HEADER).read_text())
+    parts.append("#undef FS_FLOAT_MATH\n#undef FS_HAVE_F64\n")
     return "".join(parts)
 
 
@@ -418,7 +517,7 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
     texts, launches, interface, failing = [], [], None, []
     for j, phase in enumerate(plan.phases):
-        # the parameters' and sizes' own names stay free for their C names (codegen_c's Namer)
+        # the parameters' and sizes' own names stay free for their C names (emit's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
         emitter = _OpenCLEmitter(k, frozenset(reserved), options, slot=j)
         text, args = emitter.kernel(phase, plan.buffers, output, status, tuple(failing))

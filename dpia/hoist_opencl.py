@@ -5,7 +5,9 @@ Kernels.  The top of the body is a sequence of commands under ``new``s.  A top-l
 (default or global or workgroup) is one OpenCL kernel: its iterations are the NDRange.  Every
 run of other top-level commands (an ``ifold``'s loop, a scalar assignment, a parfor the program
 mapped sequentially) is one kernel of a single work-item: the second phase of a reduction, say.
-Kernels run in order, so what one writes the next reads.  A top-level ``new`` used by one
+Kernels run in order, so what one writes the next reads.  Sequential commands after a kernel of
+a single work-group join it as its ``tail`` (after a barrier, one work-item runs them): the copy
+of a reduction's total into the result costs no launch of its own.  A top-level ``new`` used by one
 kernel stays in it; one shared by several becomes a 'temp' buffer (a scalar: of one element).
 An integer ``let`` at the top that is pure size arithmetic (``n = length(x)``, ``(n + 2047) //
 2048``: written once, from sizes, integer scalar parameters and other such lets) is neither:
@@ -53,13 +55,16 @@ class HoistedBuffer:
 @dataclass(frozen=True)
 class Phase:
     """One OpenCL kernel: its body (free identifiers: parameters, the result, size symbols and
-    hoisted buffers) and its NDRange."""
+    hoisted buffers) and its NDRange.  ``tail``: sequential commands that one work-item runs
+    after the body, in the same launch (only where the NDRange is a single work-group, whose
+    barrier orders them after the body)."""
 
     name: str
     body: p.Phrase
     sequential: bool
     global_size: tuple  # sympy
     local_size: tuple | None
+    tail: p.Phrase | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
     buffers: dict = {}
     bodies = [p.seq(*cmds) for _, cmds in groups]
     for new in reversed(news):
-        users = [j for j, body in enumerate(bodies) if new.name in _idents(body)]
+        users = [j for j, body in enumerate(bodies) if new.name in free_identifiers(body)]
         if new.name in lets:
             # inner lets were placed first, so this one ends up outside them, as in the program
             for j in users:
@@ -104,17 +109,27 @@ def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
             buffers[buf.name] = buf
             bodies = [_substitute(b, new.name, *_views(buf, new.data, sympy.Integer(0))) for b in bodies]
     phases = []
-    for j, ((sequential, _), body) in enumerate(zip(groups, bodies)):
+    for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
         body = resolve_levels(body, outer)
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
         body = _hoist(body, (), spaces, names, buffers, sizes)
-        name = k.name if len(groups) == 1 else f"{k.name}_{j}"
         global_size, local_size = _ndrange(body, sequential, sizes)
-        phases.append(Phase(f"{name}_k", body, sequential, global_size, local_size))
-    return KernelPlan(tuple(phases), buffers)
+        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None:
+            phases[-1] = replace(phases[-1], tail=body)
+        else:
+            phases.append(Phase("", body, sequential, global_size, local_size))
+    named = [replace(ph, name=f"{k.name if len(phases) == 1 else f'{k.name}_{j}'}_k") for j, ph in enumerate(phases)]
+    return KernelPlan(tuple(named), buffers)
+
+
+def _single_group(phase: Phase) -> bool:
+    """Whether ``phase`` runs as one work-group (the second phase of a reduction), so that a
+    barrier can order commands after its body without another launch."""
+    return (not phase.sequential and phase.local_size is not None
+            and sympy.simplify(phase.global_size[0] - phase.local_size[0]) == 0)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -199,7 +214,8 @@ def _news(c: p.Phrase):
         yield from _news(ph)
 
 
-def _idents(c: p.Phrase) -> set:
+def free_identifiers(c: p.Phrase) -> set:
+    """The names ``c`` mentions: its identifiers and the symbols of its sizes."""
     if isinstance(c, p.Ident):
         return {c.name}
     names = set()
@@ -209,7 +225,7 @@ def _idents(c: p.Phrase) -> set:
         case p.ParFor(size=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
     for ph in children(c):
-        names |= _idents(ph)
+        names |= free_identifiers(ph)
     return names
 
 
@@ -293,7 +309,9 @@ def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
         dims: list = []
         _global_dims(body, 0, dims)
         return tuple(_known(n, sizes) for n in dims), None
-    widths = [int(lp.size) for lp in _all_loops(top) if level_of(lp) == "local" and sympy.sympify(lp.size).is_Integer]
+    # a vectorised loop needs one work-item per vector
+    widths = [-(-int(lp.size) // lp.strategy.width) for lp in _all_loops(top)
+              if level_of(lp) == "local" and sympy.sympify(lp.size).is_Integer]
     local = min(max(widths, default=DEFAULT_LOCAL), MAX_LOCAL) or 1
     groups = _known(top.size, sizes)
     return (groups * local,), (sympy.Integer(local),)

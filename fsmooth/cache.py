@@ -34,8 +34,8 @@ import cffi
 import platformdirs
 
 import fsmooth
+from clib import HEADER_DIR
 
-CLIB_DIR = pathlib.Path(__file__).resolve().parent.parent / "clib"
 COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)
 CACHE_DIR_ENV = "FSMOOTH_CACHE_DIR"
@@ -50,10 +50,9 @@ def cache_dir() -> pathlib.Path:
 
 
 def _runtime_headers() -> str:
-    """The text of every header in ``clib/``: generated C includes them, so they are part of the key."""
-    if not CLIB_DIR.is_dir():
-        return ""
-    return "".join(f"// {p.name}\n{p.read_text()}" for p in sorted(CLIB_DIR.glob("*.h")))
+    """The text of every header in ``clib/`` (fsmooth_rt.h and the fsmooth_scalar.h it includes):
+    generated C includes them, so they are part of the key."""
+    return "".join(f"// {p.name}\n{p.read_text()}" for p in sorted(HEADER_DIR.glob("*.h")))
 
 
 def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple = ()) -> str:
@@ -126,7 +125,7 @@ def _build_entry(name: str, source: str, cdef: str, compile_args: tuple, librari
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     # a variant's flags (-fopenmp) matter at the link too
-    ffi.set_source(name, source, include_dirs=[str(CLIB_DIR)], extra_compile_args=[*COMPILE_ARGS, *compile_args],
+    ffi.set_source(name, source, include_dirs=[str(HEADER_DIR)], extra_compile_args=[*COMPILE_ARGS, *compile_args],
                    extra_link_args=list(compile_args), libraries=[*LIBRARIES, *libraries])
     build_dir = tempfile.mkdtemp(dir=manifest_path.parent, prefix=".build-")
     try:

@@ -3,13 +3,14 @@
 All exported kernels of a module go into one translation unit (their callees shared), laid out
 the way C users know from Futhark's ``--library`` output:
 
-    <module>.h      the API: a header in commented sections (overview, status codes, one
-                    documented block of prototypes per kernel), include guards, ``extern "C"``,
-                    nothing beyond <stdint.h> and <stdbool.h>
-    <module>.c      the generated code; includes <module>.h and fsmooth_rt.h
-    fsmooth_rt.h    the run-time header, copied from clib/ (libc and libm only)
-    <module>.json   the manifest: kernels, parameters, dims, sizes, constraints, result dims and
-                    scratch formulas, for tools that generate bindings
+    <module>.h        the API: a header in commented sections (overview, status codes, one
+                      documented block of prototypes per kernel), include guards, ``extern "C"``,
+                      nothing beyond <stdint.h> and <stdbool.h>
+    <module>.c        the generated code; includes <module>.h and fsmooth_rt.h
+    fsmooth_rt.h      the run-time header, copied from clib/ (libc and libm only)
+    fsmooth_scalar.h  the scalar helpers that fsmooth_rt.h includes, copied from clib/
+    <module>.json     the manifest: kernels, parameters, dims, sizes, constraints, result dims
+                      and scratch formulas, for tools that generate bindings
 
 The ABI of each kernel is that of ``fsmooth.artifact``; the header's prototypes are the
 artifact's own declarations (``CArtifact.cdef``), so the two cannot drift apart.
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import fsmooth
-from clib import HEADER_DIR
+from clib import C_HEADERS, HEADER_DIR
 from dps.ir import ALIGN
 
 from . import core
@@ -34,8 +35,6 @@ from .errors import CompileError
 from .kernel import Kernel
 from .options import Options
 from .types import ArrayT, C_TYPE, element_scalar, rank, type_str
-
-RUNTIME_HEADER = "fsmooth_rt.h"
 
 
 @dataclass(frozen=True)
@@ -49,13 +48,14 @@ class Library:
 
     def write(self, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
-        paths = [directory / f"{self.name}.h", directory / f"{self.name}.c", directory / RUNTIME_HEADER,
-                 directory / f"{self.name}.json"]
-        paths[0].write_text(self.header)
-        paths[1].write_text(self.source)
-        shutil.copyfile(HEADER_DIR / RUNTIME_HEADER, paths[2])
-        paths[3].write_text(json.dumps(self.manifest, indent=2) + "\n")
-        return paths
+        header, source, manifest = (directory / f"{self.name}{suffix}" for suffix in (".h", ".c", ".json"))
+        header.write_text(self.header)
+        source.write_text(self.source)
+        runtime = [directory / name for name in C_HEADERS]
+        for path in runtime:
+            shutil.copyfile(HEADER_DIR / path.name, path)
+        manifest.write_text(json.dumps(self.manifest, indent=2) + "\n")
+        return [header, source, *runtime, manifest]
 
 
 # ----------------------------------------------------------------------------- one program
@@ -189,7 +189,7 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "alignment suffices); one buffer sized for the largest call serves every call, one call at",
         "a time.  A kernel writes nowhere but `out` and `scratch`.",
         "",
-        f"Build: cc {' '.join(flags['cflags'])} -c {name}.c  (with {RUNTIME_HEADER} beside it); "
+        f"Build: cc {' '.join(flags['cflags'])} -c {name}.c  (with {' and '.join(C_HEADERS)} beside it); "
         f"link with {' '.join(flags['libs'])}.",
         *(["Parallel: the outermost parallel loops carry `#pragma omp parallel for` (-fopenmp)."]
           if options.parallel else []),
@@ -279,7 +279,7 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
         "generator": f"fsmooth {fsmooth.__version__}",
         "module": name,
         "source": source_file,
-        "files": {"header": f"{name}.h", "c": f"{name}.c", "runtime": [RUNTIME_HEADER]},
+        "files": {"header": f"{name}.h", "c": f"{name}.c", "runtime": list(C_HEADERS)},
         "options": asdict(options),
         "build": build_flags(artifact),
         "scratch_align": ALIGN,

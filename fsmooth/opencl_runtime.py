@@ -6,7 +6,8 @@ converters and size getter are reused), evaluates the kernel's size constraints,
 the *plan* for its sizes: result dims, bytes of every buffer, global and local sizes of every
 launch.  All those formulas were turned into one Python function at construction (no sympy in the
 call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
-buffers of host inputs and outputs) are allocated once and reused while they are large enough;
+buffers of host inputs and outputs) are allocated once and reused while they are large enough,
+and results left on the device come from a memory pool;
 'local' buffers become ``cl.LocalMemory``; size symbols are passed as ``np.int64``.  All launches
 go, in order, on one in-order queue with profiling enabled, so ``last_profile`` can report the
 time of each launch from its event.
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
+import pyopencl.tools as cl_tools
 import sympy
 
 from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
@@ -219,7 +221,7 @@ def compile_size_function(symbols, formulas, where: str):
 
 _C_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|[-+*/%<>!(),]))")
 
-# The helpers the C back end uses in size conditions (clib/fsmooth_rt.h), as Python: Python's
+# The helpers the C back end uses in size conditions (clib/fsmooth_scalar.h), as Python: Python's
 # floor division and modulo have exactly the semantics of fs_floordiv_i64 and fs_mod_i64.
 _C_FUNCTIONS = {"INT64_C": (1, "{0}"), "fs_floordiv_i64": (2, "({0} // {1})"),
                 "fs_mod_i64": (2, "({0} % {1})"), "fs_max_i64": (2, "max({0}, {1})"),
@@ -415,6 +417,10 @@ class OpenCLExecutable:
         self._max_group = self.device.max_work_group_size
 
         self._device_buffers: dict[str, tuple[int, cl.Buffer]] = {}  # name -> (capacity, buffer)
+        # Results left on the device come from a pool: a freed result's memory serves the next
+        # call, where a fresh buffer would be mapped in by the kernel that first writes it (on an
+        # H100, 15% of a 128 Mi-float scal).
+        self._result_pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._lock = threading.Lock()  # temps and kernel arguments are shared by all calls
         self._events: tuple = ()
 
@@ -567,7 +573,7 @@ class OpenCLExecutable:
         result = None
         out = self._output.name
         if device_result:
-            result = cl_array.empty(self.queue, plan.result_dims, self._result_dtype)
+            result = cl_array.empty(self.queue, plan.result_dims, self._result_dtype, allocator=self._result_pool)
             bound[out] = result.base_data if result.size else self._reused_buffer("empty result", 1)
         else:
             bound[out] = self._reused_buffer(f"output {out}", plan.nbytes[out])

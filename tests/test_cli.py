@@ -166,7 +166,7 @@ def test_compile_writes_header_source_runtime_and_manifest(tmp_path):
     result = fsmooth("compile", str(source), "-o", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == ["fsmooth_rt.h", "vectors.c", "vectors.h", "vectors.json"]
+    assert written == ["fsmooth_rt.h", "fsmooth_scalar.h", "vectors.c", "vectors.h", "vectors.json"]
     assert "add, norm_of_sum" in result.stdout
     header = (tmp_path / "out" / "vectors.h").read_text()
     assert "int add(void *scratch, double *out, const double *a, int64_t a_d0, const double *b, int64_t b_d0);" in header

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import sympy
 
-from dpia.codegen_c import c_int, generate_c
+from dpia.codegen_c import generate_c
+from dpia.emit import c_int
 from dpia.translate import dpia_program
 from dps import ir as d
 from fsmooth.core import Lit, Var

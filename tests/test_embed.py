@@ -215,7 +215,9 @@ def test_header_is_a_library_header(build):
     assert "(w has length w_d0 but is read at indices 0..v_d0 - 1)" in header
     source = (build / "blur.c").read_text()
     assert re.findall(r'#include "(.*?)"', source) == ["blur.h", "fsmooth_rt.h"]
-    runtime = (build / "fsmooth_rt.h").read_text()
+    assert manifest["files"]["runtime"] == ["fsmooth_rt.h", "fsmooth_scalar.h"]
+    runtime = "".join((build / name).read_text() for name in manifest["files"]["runtime"])
+    assert re.findall(r'#include "(.*?)"', runtime) == ["fsmooth_scalar.h"]
     assert set(re.findall(r"#include <(.*?)>", source + runtime)) <= LIBC_HEADERS
 
 

@@ -85,7 +85,7 @@ def test_single_precision_corpus_needs_no_fp64():
 # ----------------------------------------------------------------------------- BLAS
 
 F32 = dict(rtol=1e-4, atol=1e-4)
-SIZES = (1, 5, 2048, 5001)
+SIZES = (1, 5, 2048, 5001, 20003)  # 20003: three work-groups, seven strides each
 
 
 def _vec(rng, n):
@@ -132,17 +132,19 @@ def test_dot_has_hoisted_buffers():
     roles = {b.name: b.role for b in a.buffers.values()}
     temps = [n for n, r in roles.items() if r == "temp"]
     local = [b for b in a.buffers.values() if b.role == "local"]
-    # the per-work-group partial sums: one per work-group (a chunk of 2048, at most 2048 groups),
+    # the per-work-group partial sums: one per work-group (a chunk of 8192, at most 2048 groups),
     # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
                     if b.role == "temp" and sympy.sympify(b.count).free_symbols)
     n = sympy.Min(sympy.Symbol("x_d0"), sympy.Symbol("y_d0"))
-    groups = sympy.Min(2048, sympy.floor((n + 2047) / 2048))
+    groups = sympy.Min(2048, sympy.floor((n + 8191) / 8192))
     assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
-    workgroup = [l for l in a.launches if l.local_size == ("128",)]
-    assert len(workgroup) == 2
-    assert partials.name in workgroup[0].args and partials.name in workgroup[1].args
-    assert sorted(int(b.count) for b in local) == sorted([128, 64, 32, 16, 8, 4, 2] * 2)
+    # the first kernel: 256 work-items of 4 lanes per group; the second one group of 128
+    assert [(l.global_size[0], l.local_size) for l in a.launches] == [(str(256 * groups), ("256",)),
+                                                                       ("128", ("128",))]
+    assert all(partials.name in launch.args for launch in a.launches)
+    assert sorted(int(b.count) for b in local) == sorted([1024, 512, 256, 128, 64, 32, 16, 8, 4, 2]
+                                                         + [128, 64, 32, 16, 8, 4, 2])
     for b in local:  # local memory is a __local kernel argument of the kernel that uses it
         launch = next(l for l in a.launches if b.name in l.args)
         assert f"__local float *restrict" in a.source
@@ -155,6 +157,52 @@ def test_global_new_inside_parallel_loop_is_sized_by_it():
     temp = next(b for b in a.buffers.values() if b.role == "temp")
     assert sympy.simplify(sympy.sympify(temp.count) - sympy.Symbol("m_d0") * sympy.Symbol("m_d1")) == 0
     assert temp.name in a.launches[0].args
+
+
+# Vectorised bodies beyond element-wise maps: a guarded reduction per element (the BLAS strategy),
+# in Double, 2 and 8 wide; reads that are not contiguous across the lanes, and a data-dependent
+# read with its run-time check, which run lane by lane.
+
+@fs.kernel
+def windowed_sums(v: Array[fs.Double], w: fs.Card) -> Array[fs.Double]:
+    return fs.vectorize(2, fs.build_global(length(v), lambda i: ifold(
+        lambda acc, j: acc + (v[i + j] * v[i + j] if i + j < length(v) else 0.0), 0.0, w)))
+
+
+@fs.kernel
+def strided_and_gathered(v: Array[Float], at: Array[fs.Index]) -> Array[Float]:
+    return fs.vectorize(8, fs.build_global(length(at), lambda i: v[(2 * i) % length(v)] + v[at[i]]))
+
+
+@fs.kernel
+def local_sums(m: Array[Array[Float]]) -> Array[Float]:
+    return fs.build_workgroup(length(m), lambda r: blas.group_sum(fs.to_local(fs.vectorize(4, fs.build_local(
+        128, lambda t: ifold(lambda acc, j: acc + (fs.abs(m[r][j * 128 + t]) if j * 128 + t < length(m[0])
+                                                   else blas.f32(0.0)),
+                             blas.f32(0.0), (length(m[0]) + 127) // 128))))))
+
+
+def test_vectorised_reductions_equal_the_reference(context, rng):
+    a = windowed_sums.opencl_artifact().source
+    assert "double2 acc" in a and "vload2(0, " in a  # the guarded squares read two at a time
+    for n, w in ((1, 3), (7, 4), (64, 5), (101, 1)):
+        v = rng.uniform(-1, 1, n)
+        np.testing.assert_allclose(windowed_sums.opencl(v, w, context=context), windowed_sums.reference(v, w))
+    for rows, cols in ((1, 1), (3, 130), (2, 513)):
+        m = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+        np.testing.assert_allclose(local_sums.opencl(m, context=context), np.abs(m).sum(axis=1), **F32)
+    assert "vload4(0, " in local_sums.opencl_artifact().source
+
+
+def test_vectorised_body_that_lanes_cannot_share_runs_lane_by_lane(context, rng):
+    source = strided_and_gathered.opencl_artifact().source
+    assert ".s7 = " in source and "vstore8(" in source  # lane by lane, stored together
+    v = rng.uniform(-1, 1, 10).astype(np.float32)
+    for at in (np.array([3]), np.arange(10)[::-1], rng.integers(0, 10, 19)):
+        np.testing.assert_allclose(strided_and_gathered.opencl(v, at, context=context),
+                                   strided_and_gathered.reference(v, at), **F32)
+    with pytest.raises(IndexError, match="strided_and_gathered"):
+        strided_and_gathered.opencl(v, np.array([0, 1, 2, 3, 4, 5, 10, 0, 1]), context=context)
 
 
 def test_vectorised_scal_uses_vector_loads():
@@ -280,12 +328,24 @@ def private_written_in_parallel(v: Array[Float]) -> Array[Float]:
         fs.to_private(fs.build_local(8, lambda j: v[i] * j))))  # ERR
 
 
+@fs.kernel
+def vectorised_workgroup(v: Array[Float]) -> Array[Float]:
+    return fs.vectorize(4, fs.build_workgroup(length(v), lambda i: v[i]))  # ERR
+
+
+@fs.kernel
+def vectorised_integers(v: Array[fs.Index]) -> Array[fs.Index]:
+    return fs.vectorize(4, fs.build_global(length(v), lambda i: v[i] * 2))  # ERR
+
+
 ERRORS = [(workgroup_in_local, "illegal nesting: build_workgroup inside build_local"),
           (local_outside_workgroup, "illegal nesting: build_local outside a build_workgroup"),
           (global_inside_workgroup, "illegal nesting: build_global inside build_workgroup"),
           (missing_space, "address space is missing"),
           (local_at_top, "to_local outside a work-group"),
-          (private_written_in_parallel, "private memory belongs to one work-item")]
+          (private_written_in_parallel, "private memory belongs to one work-item"),
+          (vectorised_workgroup, "vectorize needs build_global or build_local"),
+          (vectorised_integers, "vectorize needs a build of Float or Double elements")]
 
 
 @pytest.mark.parametrize("kernel, message", ERRORS, ids=[k.name for k, _ in ERRORS])
@@ -379,11 +439,29 @@ def test_integer_division_by_zero_raises(context):
     np.testing.assert_array_equal(quotients.opencl(a, b, context=context), quotients.reference(a, b))
 
 
+@fs.kernel
+def picked_total(v: Array[Float], at: Array[fs.Index]) -> Float:
+    # one work-group, then the copy of its total as the kernel's tail: a failed read in the body
+    # must stop the tail
+    total = fs.to_global(fs.build_workgroup(1, lambda w: blas.group_sum(fs.to_local(fs.build_local(
+        128, lambda l: v[at[l]] if l < length(at) else blas.f32(0.0))))))
+    return total[0]
+
+
+def test_a_single_group_kernel_takes_the_sequential_tail(context):
+    a = picked_total.opencl_artifact()
+    assert len(a.launches) == 1 and "if (get_local_id(0) == 0 && fs_status[0] == 0) {" in a.source
+    v = np.arange(1.0, 6.0, dtype=np.float32)
+    assert picked_total.opencl(v, np.array([4, 0, 0]), context=context) == pytest.approx(7.0)
+    with pytest.raises(IndexError, match="picked_total"):
+        picked_total.opencl(v, np.array([4, 5, 0]), context=context)
+
+
 def test_failed_checks_leave_no_out_of_range_access_under_oclgrind():
     ok, report = run_under_oclgrind("""
         import numpy as np
         import pytest
-        from test_opencl import gather_sum, quotients, _reprojection_case
+        from test_opencl import gather_sum, quotients, strided_and_gathered, _reprojection_case
         case, (cams, points, weights, obs, feats) = _reprojection_case()
         bad = np.array(obs, copy=True)
         bad[:, 0] = len(cams) + 1000  # every work-item fails, far past the end
@@ -393,14 +471,17 @@ def test_failed_checks_leave_no_out_of_range_access_under_oclgrind():
             gather_sum.opencl(np.ones(4, dtype=np.float32), np.array([0, 9, 1, -9]))
         with pytest.raises(ZeroDivisionError):
             quotients.opencl(np.arange(5), np.array([1, 0, 2, 0, 3]))
+        with pytest.raises(IndexError):  # lane by lane, every lane checked
+            strided_and_gathered.opencl(np.ones(6, dtype=np.float32), np.array([0, 6, 1, -7, 2, 3, 4, 5, 9]))
     """, timeout=900)
     assert ok, report
 
 
 def test_dot_needs_no_launch_for_its_integer_lets():
     a = blas.dot.opencl_artifact()
-    # n = length(x) and (n + 2047) // 2048 are recomputed in the kernels that use them
-    assert len(a.launches) == 3
+    # n = min(lengths) and (n + 8191) // 8192 are recomputed in the kernels that use them, and the
+    # copy of the total into the result joins the second kernel (one work-group: a barrier orders it)
+    assert len(a.launches) == 2
     assert not any(b.elem.name in ("Index", "Card") for b in a.buffers.values() if b.role == "temp")
 
 

@@ -3,13 +3,14 @@ and their numpy oracles.  As Python (``kernel.reference``) and as C the strategi
 through OpenCL (``kernel.opencl``) they are the paper's §6.3 strategy, with index arithmetic in
 place of split/join:
 
-- ``g`` work-groups of 128 work-items (one per 2048 elements, at most 2048) stride over the
-  vector: work-item ``l`` of group ``c`` sums the elements ``128 g j + 128 c + l`` (consecutive
-  work-items read consecutive elements) in private memory and stores its sum in local memory;
-- the group halves its 128 sums in local memory down to one (``group_sum``), one barrier per
+- ``g`` work-groups (one per 8192 elements, at most 2048) stride over the vector; in group ``c``,
+  element ``t`` of a local array of 1024 sums the terms ``1024 g j + 1024 c + t`` in private
+  memory, 4-wide vectorised (``asVector4``: 256 work-items, each a ``float4`` of 4 consecutive
+  elements, read with ``vload4``);
+- the group halves the 1024 sums in local memory down to one (``group_sum``), one barrier per
   step, and writes the chunk's partial sum to global memory;
-- a second kernel of one work-group sums the partial sums the same way, and a last one copies
-  the total out: three launches in order, the partials a hoisted 'temp' buffer.
+- a second kernel of one work-group sums the partial sums the same way and, after a barrier,
+  writes the total: two launches in order, the partials a hoisted 'temp' buffer.
 
 Each guard ``k < n`` bounds the reads under it, so the generated code checks nothing at run time
 there; ``n`` is the smaller of the lengths read (``fs.min``), which is what lets the guard cover
@@ -20,10 +21,12 @@ to one work-group, which reduces it like ``dot``.
 
 No ``from __future__ import annotations``: the annotations are the F̃ types themselves.
 """
+import typing
+
 import numpy as np
 
 import fsmooth as fs
-from fsmooth import Array, Float, ifold, length
+from fsmooth import Array, Card, Float, Index, ifold, length
 
 
 @fs.kernel
@@ -57,33 +60,24 @@ def sum_partials(partials: Array[Float]) -> Float:
 
 
 @fs.kernel
-def dot_partials(x: Array[Float], y: Array[Float]) -> Array[Float]:
-    n = fs.min(length(x), length(y))
-    g = fs.min((n + 2047) // 2048, 2048)
-    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (x[j * (g * 128) + c * 128 + l] * y[j * (g * 128) + c * 128 + l]
-                                                   if j * (g * 128) + c * 128 + l < n else f32(0.0)),
-                             f32(0.0), (n + g * 128 - 1) // (g * 128)))))))
-
-
-@fs.kernel
-def asum_partials(x: Array[Float]) -> Array[Float]:
-    n = length(x)
-    g = fs.min((n + 2047) // 2048, 2048)
-    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (fs.abs(x[j * (g * 128) + c * 128 + l])
-                                                   if j * (g * 128) + c * 128 + l < n else f32(0.0)),
-                             f32(0.0), (n + g * 128 - 1) // (g * 128)))))))
+def partial_sums(n: Card, term: typing.Callable[[Index], Float]) -> Array[Float]:
+    """First phase of a reduction of ``term(k)`` over ``k < n``: one partial sum per work-group."""
+    g = fs.min((n + 8191) // 8192, 2048)
+    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(halve(halve(halve(fs.to_local(fs.vectorize(
+        4, fs.build_local(1024, lambda t: ifold(
+            lambda acc, j: acc + (term(j * (g * 1024) + c * 1024 + t) if j * (g * 1024) + c * 1024 + t < n
+                                  else f32(0.0)),
+            f32(0.0), (n + g * 1024 - 1) // (g * 1024)))))))))))
 
 
 @fs.kernel
 def dot(x: Array[Float], y: Array[Float]) -> Float:
-    return sum_partials(dot_partials(x, y))
+    return sum_partials(partial_sums(fs.min(length(x), length(y)), lambda k: x[k] * y[k]))
 
 
 @fs.kernel
 def asum(x: Array[Float]) -> Float:
-    return sum_partials(asum_partials(x))
+    return sum_partials(partial_sums(length(x), lambda k: fs.abs(x[k])))
 
 
 @fs.kernel

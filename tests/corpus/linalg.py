@@ -9,6 +9,9 @@ import numpy as np
 
 import fsmooth as fs
 from fsmooth import Array, Card, Double, Index, build, ifold, length
+# The running example f and the kernels of the library that it uses are fsmooth's demo
+# (fsmooth/examples.py); a kernel calls them by name here as it would its own.
+from fsmooth.examples import f, vector_add, vector_dot, vector_emul, vector_map2, vector_norm, vector_sum  # noqa: F401
 
 
 @fs.kernel
@@ -21,20 +24,7 @@ def vector_map(v: Array[Double], f: typing.Callable[[Double], Double]) -> Array[
     return build(length(v), lambda i: f(v[i]))
 
 
-@fs.kernel
-def vector_map2(v1: Array[Double], v2: Array[Double],
-                f: typing.Callable[[Double, Double], Double]) -> Array[Double]:
-    return build(length(v1), lambda i: f(v1[i], v2[i]))
 
-
-@fs.kernel
-def vector_add(v1: Array[Double], v2: Array[Double]) -> Array[Double]:
-    return vector_map2(v1, v2, lambda a, b: a + b)
-
-
-@fs.kernel
-def vector_emul(v1: Array[Double], v2: Array[Double]) -> Array[Double]:
-    return vector_map2(v1, v2, lambda a, b: a * b)
 
 
 @fs.kernel
@@ -42,19 +32,7 @@ def vector_smul(v: Array[Double], s: Double) -> Array[Double]:
     return vector_map(v, lambda a: a * s)
 
 
-@fs.kernel
-def vector_sum(v: Array[Double]) -> Double:
-    return ifold(lambda acc, idx: acc + v[idx], 0.0, length(v))
 
-
-@fs.kernel
-def vector_dot(v1: Array[Double], v2: Array[Double]) -> Double:
-    return vector_sum(vector_emul(v1, v2))
-
-
-@fs.kernel
-def vector_norm(v: Array[Double]) -> Double:
-    return fs.sqrt(vector_dot(v, v))
 
 
 @fs.kernel
@@ -120,11 +98,6 @@ def vector_outer_prod(v1: Array[Double], v2: Array[Double]) -> Array[Array[Doubl
     m2 = build(1, lambda i: v2)
     return matrix_mul(matrix_transpose(m1), m2)
 
-
-# The running example of §2.2 and §3.2: f = λ vec1 vec2. vectorNorm (vectorAdd vec1 vec2).
-@fs.kernel
-def f(vec1: Array[Double], vec2: Array[Double]) -> Double:
-    return vector_norm(vector_add(vec1, vec2))
 
 
 # ----------------------------------------------------------------------------- numpy oracles

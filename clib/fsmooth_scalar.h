@@ -1,0 +1,85 @@
+/* fsmooth's scalar helpers: F~'s scalar primitives with Python's semantics where C's differ
+ * (floor division and modulo round toward negative infinity; min/max keep the first of equal
+ * operands), and the math built-ins under one name per type.
+ *
+ * One text for both back ends: fsmooth_rt.h includes it in C99, and the OpenCL prelude
+ * (dpia/codegen_opencl.py) pastes it into every OpenCL program.  So it includes nothing, and
+ * its includer provides:
+ *   int64_t, uint64_t, bool    the types;
+ *   FS_FLOAT_MATH(name)        the float form of the libm function `name`: sqrtf in C, and
+ *                              sqrt itself in OpenCL, whose math built-ins are overloaded;
+ *   FS_HAVE_F64                defined where double exists: always in C, in OpenCL only for a
+ *                              program that uses double (a device may have no fp64). */
+#ifndef FSMOOTH_SCALAR_H
+#define FSMOOTH_SCALAR_H
+
+#ifndef FS_FLOAT_MATH
+#error "define FS_FLOAT_MATH (and FS_HAVE_F64) before including fsmooth_scalar.h, as fsmooth_rt.h does"
+#endif
+
+/* Integer floor division and modulo; the divisor is never zero here (kernels check first).
+ * INT64_MIN / -1 wraps as Python's arbitrary-precision result would not fit anyway. */
+static inline int64_t fs_floordiv_i64(int64_t a, int64_t b) {
+    if (b == -1) return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
+    if (b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }
+
+/* Python's min(a, b) is b only if b < a; max(a, b) is b only if b > a. */
+#define FS_MINMAX(T, SUF)                                                        \
+    static inline T fs_min_##SUF(T a, T b) { return b < a ? b : a; }           \
+    static inline T fs_max_##SUF(T a, T b) { return b > a ? b : a; }
+FS_MINMAX(int64_t, i64)
+FS_MINMAX(bool, bool)
+
+/* The helpers of the floating type T (name suffix SUF); MATH(f) is T's form of the libm
+ * function f.  Python's float // and % are the result of divmod: r with the sign of b. */
+#define FS_FLOATING(T, SUF, MATH)                                                \
+    static inline T fs_mod_##SUF(T a, T b) {                                     \
+        T r = MATH(fmod)(a, b);                                                  \
+        if (r != 0) { if ((b < 0) != (r < 0)) r += b; }                          \
+        else r = MATH(copysign)((T)0, b);                                        \
+        return r;                                                                \
+    }                                                                            \
+    static inline T fs_floordiv_##SUF(T a, T b) {                                \
+        T r = MATH(fmod)(a, b);                                                  \
+        T q = (a - r) / b;                                                       \
+        if (r != 0 && ((b < 0) != (r < 0))) q -= 1;                              \
+        if (q != 0) {                                                            \
+            T f = MATH(floor)(q);                                                \
+            if (q - f > (T)0.5) f += 1;                                          \
+            q = f;                                                               \
+        } else q = MATH(copysign)((T)0, a / b);                                  \
+        return q;                                                                \
+    }                                                                            \
+    static inline T fs_sqrt_##SUF(T x) { return MATH(sqrt)(x); }                \
+    static inline T fs_exp_##SUF(T x) { return MATH(exp)(x); }                  \
+    static inline T fs_log_##SUF(T x) { return MATH(log)(x); }                  \
+    static inline T fs_sin_##SUF(T x) { return MATH(sin)(x); }                  \
+    static inline T fs_cos_##SUF(T x) { return MATH(cos)(x); }                  \
+    static inline T fs_tan_##SUF(T x) { return MATH(tan)(x); }                  \
+    static inline T fs_floor_##SUF(T x) { return MATH(floor)(x); }              \
+    static inline T fs_abs_##SUF(T x) { return MATH(fabs)(x); }                 \
+    static inline T fs_pow_##SUF(T a, T b) { return MATH(pow)(a, b); }          \
+    FS_MINMAX(T, SUF)
+
+/* double's libm functions have the plain names in C and in OpenCL alike. */
+#define FS_DOUBLE_MATH(name) name
+FS_FLOATING(float, f32, FS_FLOAT_MATH)
+#ifdef FS_HAVE_F64
+FS_FLOATING(double, f64, FS_DOUBLE_MATH)
+#endif
+
+#undef FS_DOUBLE_MATH
+#undef FS_FLOATING
+#undef FS_MINMAX
+
+#endif /* FSMOOTH_SCALAR_H */

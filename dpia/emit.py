@@ -1,0 +1,554 @@
+"""The code generation that the C and OpenCL back ends share: imperative DPIA phrases as C
+statements, l-values and expressions (DPIA paper Fig. 6), in the part of C99 that is OpenCL C too.
+
+Commands become statements, acceptors l-values and expressions r-values; identifiers resolve
+through the environment η to C names, and index paths to one offset into a flat buffer
+(``dpia.index``), simplified with the ranges of the enclosing loops.  Every binder gets its own C
+name (``Namer``), so ``new`` needs no block: C99 declarations go where the variable starts.
+Sizes print as exact int64 C (``c_int``, ``c_condition``) with the helpers of
+``clib/fsmooth_scalar.h``, which both back ends carry.
+
+Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
+2 for an integer ``//``/``%`` by zero.  Every failure takes one path (``FailureExit``): set the
+status variable of its scope and ``goto`` that scope's exit label.
+
+``KernelEmitter`` writes one kernel's body; each back end subclasses it with its own functions
+and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of kernels) and
+``dpia.codegen_opencl`` (work-items, address spaces, the status buffer).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from dataclasses import dataclass
+
+import sympy
+
+from fsmooth import prims
+from fsmooth.artifact import Constraint, KernelInterface, SizeSource
+from fsmooth.errors import CompileError
+from fsmooth.options import Options
+from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
+
+from . import phrases as p
+from .index import (NonnegativeMod, NonnegativeQuotient, Ranges, element_offset, guard, in_range, positive,
+                    simplify_index, truncating_divisions)
+
+C_KEYWORDS = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int
+long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while _Bool _Complex _Imaginary
+""".split())
+# Object-like macros and typedefs that the runtime header's includes bring into scope.
+HEADER_NAMES = frozenset("""
+bool true false NULL NAN INFINITY HUGE_VAL HUGE_VALF HUGE_VALL EOF errno math_errhandling
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t intmax_t
+uintmax_t size_t ptrdiff_t float_t double_t malloc free
+""".split())
+_LIMIT_MACRO = re.compile(r"^U?INT\w*_(MIN|MAX|C)$|^(SIZE|PTRDIFF|SIG_ATOMIC|WCHAR|WINT)_\w+$|^FP_\w+$|^MATH_\w+$")
+
+# The status codes of generated code (fsmooth.artifact.STATUS).
+STATUS_OUT_OF_RANGE = 1
+STATUS_DIVISION_BY_ZERO = 2
+STATUS_SIZES = 3
+STATUS_OUT_OF_MEMORY = 4
+
+
+def is_reserved(name: str) -> bool:
+    """Whether ``name`` is a C keyword, a name the runtime header brings into scope, or a name
+    reserved to the runtime (``fs_``), Boehm's collector or the C implementation."""
+    return (name in C_KEYWORDS or name in HEADER_NAMES or name.startswith(("fs_", "GC_"))
+            or name.startswith("__") or re.match(r"^_[A-Z]", name) is not None
+            or _LIMIT_MACRO.match(name) is not None)
+
+
+class Namer:
+    """Unique C identifiers for the names of one C function."""
+
+    def __init__(self, taken=()):
+        self.used = set(taken)
+
+    def fresh(self, name: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        candidate, n = base, 0
+        while candidate in self.used or is_reserved(candidate):
+            n += 1
+            candidate = f"{base}_{n}"
+        self.used.add(candidate)
+        return candidate
+
+
+# ----------------------------------------------------------------------------- sizes as C
+
+
+def c_int(e, name_of) -> str:
+    """An integer sympy expression as exact int64 C.  ``name_of(symbol)`` gives C names."""
+    e = sympy.sympify(e)
+    num, den = sympy.fraction(sympy.together(e))
+    if den == 1:
+        return _c(e, name_of)
+    if den.is_Integer and den > 0:
+        # the size is an integer, so num is a multiple of den: truncation is exact.
+        return f"({_c(sympy.expand(num), name_of)} / {den})"
+    return f"fs_floordiv_i64({_c(num, name_of)}, {_c(den, name_of)})"
+
+
+def _c(e, name_of) -> str:
+    match e:
+        case sympy.Integer():
+            return str(int(e)) if abs(int(e)) < 2**31 else f"INT64_C({int(e)})"
+        case sympy.Symbol():
+            return name_of(e)
+        case sympy.Add():
+            terms = sorted(e.args, key=lambda t: t.could_extract_minus_sign())
+            text = _c(terms[0], name_of)
+            for t in terms[1:]:
+                text += f" - {_c(-t, name_of)}" if t.could_extract_minus_sign() else f" + {_c(t, name_of)}"
+            return f"({text})"
+        case sympy.Mul():
+            coeff, rest = e.as_coeff_Mul()
+            if coeff == -1:
+                return f"(-{_c(rest, name_of)})"
+            return f"({' * '.join(_c(f, name_of) for f in e.args)})"
+        case sympy.Pow() if e.exp.is_Integer and e.exp > 0:
+            return f"({' * '.join([_c(e.base, name_of)] * int(e.exp))})"
+        case sympy.floor():
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return f"fs_floordiv_i64({c_int(num, name_of)}, {c_int(den, name_of)})"
+        case sympy.ceiling():
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return f"(-fs_floordiv_i64({c_int(-num, name_of)}, {c_int(den, name_of)}))"
+        case sympy.Mod():
+            return f"fs_mod_i64({c_int(e.args[0], name_of)}, {c_int(e.args[1], name_of)})"
+        case NonnegativeMod() | NonnegativeQuotient():
+            op = "%" if isinstance(e, NonnegativeMod) else "/"
+            return f"({c_int(e.args[0], name_of)} {op} {c_int(e.args[1], name_of)})"
+        case sympy.Max() | sympy.Min():
+            fn = "fs_max_i64" if isinstance(e, sympy.Max) else "fs_min_i64"
+            text = c_int(e.args[0], name_of)
+            for a in e.args[1:]:
+                text = f"{fn}({text}, {c_int(a, name_of)})"
+            return text
+    raise CompileError(f"cannot express the size {e} in C")
+
+
+_RELATIONS = {sympy.GreaterThan: ">=", sympy.StrictGreaterThan: ">", sympy.LessThan: "<=",
+              sympy.StrictLessThan: "<", sympy.Equality: "==", sympy.Unequality: "!="}
+
+
+def c_condition(cond, name_of) -> str:
+    cond = sympy.sympify(cond)
+    if cond is sympy.true:
+        return "1"
+    if cond is sympy.false:
+        return "0"
+    match cond:
+        case sympy.And():
+            return "(" + " && ".join(c_condition(a, name_of) for a in cond.args) + ")"
+        case sympy.Or():
+            return "(" + " || ".join(c_condition(a, name_of) for a in cond.args) + ")"
+        case sympy.Not():
+            return f"(!{c_condition(cond.args[0], name_of)})"
+    op = _RELATIONS.get(type(cond))
+    if op is None:
+        raise CompileError(f"cannot express the size constraint {cond} in C")
+    return f"({c_int(cond.lhs, name_of)} {op} {c_int(cond.rhs, name_of)})"
+
+
+# ----------------------------------------------------------------------------- C of phrases
+# What an identifier of a phrase is bound to in the environment η.
+
+
+@dataclass(frozen=True)
+class ScalarVariable:
+    """A C variable holding a scalar."""
+
+    cname: str
+
+
+@dataclass(frozen=True)
+class BufferVariable:
+    """A C pointer to the first element of a flat buffer."""
+
+    cname: str
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another name of ``phrase`` (a parfor's element acceptor), resolved in ``env``."""
+
+    phrase: p.Phrase
+    env: dict
+
+
+@dataclass(frozen=True)
+class SymbolicInteger:
+    """An integer let kept as its symbolic value (over C names), never stored."""
+
+    expr: sympy.Expr
+
+
+@dataclass
+class FailureExit:
+    """Where a failure in the current scope goes: set ``status``, jump to ``label``.  The label
+    is written only if some failure uses it (an unused label is a warning)."""
+
+    label: str
+    status: str
+    used: bool = False
+
+    def fail(self, code) -> str:
+        self.used = True
+        return f"{{ {self.status} = {code}; goto {self.label}; }}"
+
+
+def c_type(d: p.Data) -> str:
+    match d:
+        case p.IdxT():
+            return "int64_t"
+    return C_TYPE[p.scalar_of(d)]
+
+
+def _suffix(d: p.Data) -> str:
+    return "i64" if isinstance(d, p.IdxT) else prims.c_suffix(p.scalar_of(d))
+
+
+def c_literal(value, s: Scalar) -> str:
+    if isinstance(value, bool) or s.name == "Bool":
+        return "true" if value else "false"
+    if s in (Index, Card):
+        return f"INT64_C({int(value)})"
+    v = float(value)
+    if v != v:
+        text = "NAN"
+    elif v in (float("inf"), float("-inf")):
+        text = "INFINITY" if v > 0 else "(-INFINITY)"
+    else:
+        text = repr(v)
+    return text if s.name == "Double" else f"((float){text})"
+
+
+class KernelEmitter:
+    """The C of one imperative kernel's body, without the function around it; the back ends
+    subclass it (``CKernelEmitter``, the OpenCL emitter) and add their own commands."""
+
+    def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options):
+        self.k = k
+        self.options = options
+        self.namer = Namer(globals_ | {"scratch", "out"})
+        # fs_ names are the runtime's (Namer never gives one out): labels and status variables
+        self.exit = FailureExit("fs_exit", "fs_status")
+        self.internal = itertools.count(1)
+        self.param_names = {name: self.namer.fresh(name) for name, _, _ in k.params}
+        self.dim_names = {}
+        for name, ty, dims in k.params:
+            for j in range(len(dims)):
+                self.dim_names[(name, j)] = self.namer.fresh(f"{self.param_names[name]}_d{j}")
+        self.sources, self.size_names = self._size_sources()
+        self.opaque: dict = {}
+        self.reads: dict = {}
+
+    # -- sizes
+    def _size_sources(self):
+        sources, names = [], {}
+        for s in self.k.sizes:
+            src = None
+            for name, ty, dims in self.k.params:
+                if isinstance(ty, ArrayT):
+                    j = next((j for j, dim in enumerate(dims) if str(dim) == s.name), None)
+                    if j is not None:
+                        src = SizeSource(s.name, name, j)
+                        names[s.name] = self.dim_names[(name, j)]
+                        break
+                elif name == s.name:
+                    src = SizeSource(s.name, name, None)
+                    names[s.name] = self.param_names[name]
+                    break
+            if src is None:
+                raise CompileError(f"{self.k.name}: the size {s} comes from no parameter")
+            sources.append(src)
+        return tuple(sources), names
+
+    def size_name(self, symbol) -> str:
+        if symbol in self.opaque:
+            return self.opaque[symbol]
+        return self.size_names.get(symbol.name) or symbol.name
+
+    # -- symbols
+    def rename(self, e, env: dict) -> sympy.Expr:
+        """A DPS/DPIA size expression with its symbols replaced by C-named symbols."""
+        e = sympy.sympify(e)
+        table = {}
+        for s in e.free_symbols:
+            binding = env.get(s.name)
+            if isinstance(binding, ScalarVariable):
+                table[s] = index_symbol(binding.cname)
+            elif s.name in self.size_names:
+                table[s] = index_symbol(self.size_names[s.name])
+            elif s not in self.opaque:
+                raise CompileError(f"{self.k.name}: the size {s} is not in scope")
+        return e.xreplace(table)
+
+    def cint(self, e, ranges: Ranges) -> str:
+        return c_int(truncating_divisions(simplify_index(e, ranges), ranges), self.size_name)
+
+    # -- expressions and acceptors
+    def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):
+        """(binding, offset): the buffer or scalar ``ph`` denotes, Fig. 6's path flattened."""
+        match ph:
+            case p.Ident(name):
+                binding = env[name]
+                if isinstance(binding, Alias):
+                    return self.resolve(binding.phrase, offset, binding.env, ranges, checks)
+                return binding, offset
+            case p.Idx(arr, index, elem, length, checked):
+                i = self.index(index, env, ranges, checks)
+                if checked and not in_range(simplify_index(i, ranges), self.rename(length, env), ranges):
+                    text = self.cint(i, ranges)
+                    if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
+                        # evaluated once, for the test and for the read
+                        name = self.namer.fresh("index")
+                        checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
+                        i, text = index_symbol(name), name
+                    bound = self.cint(self.rename(length, env), ranges)
+                    checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+                return self.resolve(arr, element_offset(i, self.rename(p.elements(elem), env), offset), env,
+                                    ranges, checks)
+            case p.Shift(base, shift):
+                return self.resolve(base, self.rename(shift, env) + offset, env, ranges, checks)
+        raise AssertionError(f"not a location: {ph}")
+
+    def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
+        match ph:
+            case p.Ident(name) if isinstance(env.get(name), ScalarVariable):
+                self.reads[env[name].cname] = True
+                return index_symbol(env[name].cname)
+            case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
+                return env[name].expr
+            case p.Literal(value):
+                return sympy.Integer(int(value))
+            case p.NatExp(value):
+                return self.rename(value, env)
+            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" as op, args) if _integral(p.data_of(ph)):
+                xs = [self.index(a, env, ranges, checks) for a in args]
+                return {"add": lambda: xs[0] + xs[1], "sub": lambda: xs[0] - xs[1],
+                        "mul": lambda: xs[0] * xs[1], "neg": lambda: -xs[0],
+                        "min": lambda: sympy.Min(*xs), "max": lambda: sympy.Max(*xs)}[op]()
+            case p.ScalarOp("to_Index", (arg,)) if _integral(p.data_of(arg)):
+                return self.index(arg, env, ranges, checks)
+            case p.ScalarOp("floordiv" | "mod" as op, (num, den), _, nonzero) if _integral(p.data_of(num)):
+                # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
+                # remove the division (dpia.index); the zero test stays unless they prove d ≥ 1.
+                x, d = (self.index(a, env, ranges, checks) for a in (num, den))
+                if not nonzero and not positive(d, ranges):
+                    checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                return sympy.floor(x / d) if op == "floordiv" else sympy.Mod(x, d)
+        symbol = sympy.Dummy("opaque", integer=True)
+        self.opaque[symbol] = f"({self.exp(ph, env, ranges, checks)})"
+        return symbol
+
+    def _guarded(self, cond: p.Phrase, env: dict, ranges: Ranges) -> Ranges:
+        """The ranges inside ``if (e < b)``: e's upper bound b - 1, so that a guarded read
+        ``a[e] if e < length(a) else ...`` needs no second, run-time check."""
+        match cond:
+            case p.ScalarOp("lt", (a, b)) if _integral(p.data_of(a)) and all(
+                    self._is_size_arithmetic(x, env) for x in (a, b)):
+                e, bound = (simplify_index(self.index(x, env, ranges, []), ranges) for x in (a, b))
+                return {**ranges, **guard(e, bound - 1, ranges)}
+        return ranges
+
+    def integer_let(self, c: p.Phrase, env: dict) -> bool:
+        """Whether ``c`` is ``new`` of an integer written once, at its start, with index
+        arithmetic (not an ifold's accumulator): ``comm`` keeps such a let symbolic."""
+        match c:
+            case p.New(name, data, p.Seq((p.Assign(p.Ident(target), value), *rest)), None):
+                return (target == name and _integral(data) and self._is_size_arithmetic(value, env)
+                        and not any(_writes(cmd, name) for cmd in rest))
+        return False
+
+    def _is_size_arithmetic(self, ph: p.Phrase, env: dict) -> bool:
+        """Integer arithmetic that ``index`` keeps symbolic (no reads, no calls)."""
+        match ph:
+            case p.Ident(name):
+                return isinstance(env.get(name), (ScalarVariable, SymbolicInteger)) and _integral(p.data_of(ph))
+            case p.Literal(_, data):
+                return _integral(data)
+            case p.NatExp():
+                return True
+            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" | "floordiv" | "mod" | "to_Index", args):
+                return _integral(p.data_of(ph)) and all(self._is_size_arithmetic(a, env) for a in args)
+        return False
+
+    def lvalue(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
+        binding, offset = self.resolve(ph, sympy.Integer(0), env, ranges, checks)
+        if isinstance(binding, ScalarVariable):
+            assert offset == 0, (ph, offset)
+            return binding.cname
+        return f"{binding.cname}[{self.cint(offset, ranges)}]"
+
+    def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
+        binding, offset = self.resolve(ph, sympy.Integer(0), env, ranges, checks)
+        if isinstance(binding, ScalarVariable):
+            return f"&{binding.cname}"
+        offset = simplify_index(offset, ranges)
+        return binding.cname if offset == 0 else f"({binding.cname} + {self.cint(offset, ranges)})"
+
+    def exp(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
+        match ph:
+            case p.Literal(value, p.Num(s)):
+                return c_literal(value, s)
+            case p.NatExp(value):
+                return self.cint(self.rename(value, env), ranges)
+            case p.ScalarOp(op, args, _, nonzero_divisor):
+                texts = [self.exp(a, env, ranges, checks) for a in args]
+                if op in ("floordiv", "mod") and not nonzero_divisor:
+                    checks.append(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                return prims.PRIMS[op].c.format(*texts, t=_suffix(p.data_of(args[0])))
+            case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
+                return self.cint(env[name].expr, ranges)
+            case p.Ident() | p.Idx() | p.Shift():
+                text = self.lvalue(ph, env, ranges, checks)
+                self.reads[text] = True
+                return text
+        raise AssertionError(f"not a scalar expression: {ph}")
+
+    # -- commands
+    def comm(self, c: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
+        match c:
+            case p.Skip():
+                return []
+            case p.Seq(cmds):
+                return [line for cmd in cmds for line in self.comm(cmd, env, ranges)]
+            case p.Assign(acc, e):
+                checks: list = []
+                rhs = self.exp(e, env, ranges, checks)
+                lhs = self.lvalue(acc, env, ranges, checks)
+                return checks + [f"{lhs} = {rhs};"]
+            case p.New(name, _, p.Seq((p.Assign(_, value), *rest)), None) if self.integer_let(c, env):
+                # not stored: its uses see the expression, which the loop ranges can then
+                # simplify (dpia.index); its checks stay here
+                checks: list = []
+                symbolic = self.index(value, env, ranges, checks)
+                return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic)}, ranges)
+            case p.New(name, data, body, None):
+                assert isinstance(data, p.Num), f"array {name} outside the arena"
+                cname = self.namer.fresh(name)
+                lines = self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)
+                unused = [] if self.reads.get(cname) else [f"(void){cname};"]
+                return [f"{c_type(data)} {cname};"] + lines + unused
+            case p.New(name, data, body, offset):
+                cname = self.namer.fresh(name)
+                return self.region(cname, data, offset, body, {**env, name: BufferVariable(cname)}, ranges)
+            case p.For(count, index, body):
+                checks = []
+                n = self.index(count, env, ranges, checks)
+                return checks + self.loop(index, n, body, env, ranges)
+            case p.ParFor(size, acc, index, out, elem, body):
+                n = self.rename(size, env)
+                loop_var = p.Ident(index, p.ExpT(p.IdxT(size)))
+
+                def with_out(inner: dict) -> dict:
+                    return {**inner, out: Alias(p.Idx(acc, loop_var, elem, size), inner)}
+                return self.parfor_loop(index, n, body, env, ranges, with_out)
+            case p.IfCmd(cond, then, orelse):
+                checks = []
+                text = self.exp(cond, env, ranges, checks)
+                then_ranges = self._guarded(cond, env, ranges)
+                lines = checks + [f"if ({strip_parentheses(text)}) {{"] + indent(self.comm(then, env, then_ranges))
+                other = self.comm(orelse, env, ranges)
+                return lines + (["} else {"] + indent(other) + ["}"] if other else ["}"])
+            case p.DoubleBuffer(count, first, second, index, state, out, data, body, after):
+                checks = []
+                n = self.index(count, env, ranges, checks)
+                t = c_type(data)
+                s, o = self.namer.fresh(state), self.namer.fresh(out)
+                head = [f"{t} *{s} = {self.address(first, env, ranges, checks)};",
+                        f"{t} *{o} = {self.address(second, env, ranges, checks)};"]
+                inner = {**env, state: BufferVariable(s), out: BufferVariable(o)}
+                # the double buffer of RISE & Shine: the two buffers trade places, nothing is copied
+                swap = [f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}"]
+                loop = self.loop(index, n, body, inner, ranges, swap)
+                return checks + head + loop + self.comm(after, {**env, state: BufferVariable(s)}, ranges)
+        raise AssertionError(f"not a command: {c}")
+
+    def region(self, cname: str, data: p.Data, offset, body: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
+        """``new`` of an array as ``cname`` for ``body`` (``env`` binds it): at its static
+        ``offset`` in the caller's scratch arena."""
+        t = c_type(data)
+        where = self.cint(self.rename(offset, env), ranges)
+        return [f"{t} *{cname} = ({t} *)((char *)scratch + {where});"] + self.comm(body, env, ranges)
+
+    def parfor_loop(self, index, n, body, env, ranges, scope) -> list[str]:
+        """The loop of a ``parfor``; ``scope`` adds the element acceptor to the body's environment."""
+        return self.loop(index, n, body, env, ranges, scope=scope)
+
+    def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
+        """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration."""
+        i = self.namer.fresh(index)
+        inner_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
+        lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
+        bound = self.cint(n, ranges)
+        return [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
+
+    # -- what the kernel's caller needs
+    def scratch(self) -> sympy.Expr:
+        """The caller's scratch for one call: the exact peak of the arena, none in the variants
+        that take their regions from the heap."""
+        return self.k.scratch if self.options.allocation == "arena" else sympy.Integer(0)
+
+    def interface(self) -> KernelInterface:
+        k = self.k
+        constraints = tuple(Constraint(c_condition(c.cond, self.size_name), c.param, c.message)
+                            for c in k.constraints)
+        return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
+                               constraints, str(self.scratch()), tuple(str(d) for d in k.result_dims))
+
+
+def _integral(d: p.Data) -> bool:
+    return isinstance(d, p.IdxT) or (isinstance(d, p.Num) and d.scalar in (Index, Card))
+
+
+def _writes(c: p.Phrase, name: str) -> bool:
+    """Whether command ``c`` writes the variable ``name``."""
+    for sub in subphrases(c):
+        match sub:
+            case p.Assign(p.Ident(target)) | p.CallCmd(_, p.Ident(target)) if target == name:
+                return True
+    return False
+
+
+def subphrases(ph: p.Phrase):
+    """``ph`` and every phrase inside it."""
+    yield ph
+    for f in dataclasses.fields(ph):
+        value = getattr(ph, f.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, p.Phrase):
+                yield from subphrases(item)
+
+
+def index_symbol(cname: str) -> sympy.Symbol:
+    """The integer symbol that stands for the C variable ``cname`` in index expressions."""
+    return sympy.Symbol(cname, integer=True)
+
+
+def strip_parentheses(text: str) -> str:
+    """Drop one pair of outer parentheses where the whole text is the parenthesised group."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for j, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and j < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
+
+
+def indent(lines) -> list[str]:
+    return ["    " + line for line in lines]
+
+
