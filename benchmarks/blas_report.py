@@ -223,7 +223,9 @@ def markdown_section(by_kind: dict, report_dir: pathlib.Path, results_dir: pathl
         "scal 2·4n, asum 4n, dot 8n, gemv 4(mn + m + n). Speed is the baseline's time over "
         "fsmooth's (1.0: as fast; the target on the GPU is ≥ 0.9). Each result is checked against "
         "the numpy oracle in float64: |error| ≤ rtol × the same operation on absolute values "
-        "(rtol 1e-4 for the sums, 1e-6 for scal).",
+        "(rtol 1e-4 for the sums, 1e-6 for scal). At 16 Mi a call lasts about 50 µs, and the same "
+        "baseline's median there varied by up to 25% between runs on fresh H100 machines (torch.dot: "
+        "0.053 to 0.068 ms on 2026-11-23): read a ratio near 0.9 at that size with this in mind.",
         "",
         f"To run: on the GPU machine, from the repository root, `{GPU_COMMAND}` (installs the wheels "
         "of `.whl/` into /tmp/site, registers the NVIDIA OpenCL ICD, runs `--device gpu`, then "

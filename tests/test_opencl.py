@@ -85,7 +85,7 @@ def test_single_precision_corpus_needs_no_fp64():
 # ----------------------------------------------------------------------------- BLAS
 
 F32 = dict(rtol=1e-4, atol=1e-4)
-SIZES = (1, 5, 2048, 5001, 20003)  # 20003: three work-groups, seven strides each
+SIZES = (1, 5, 2048, 5001, 20003)  # 20003: two work-groups, ten strides each
 
 
 def _vec(rng, n):
@@ -132,19 +132,18 @@ def test_dot_has_hoisted_buffers():
     roles = {b.name: b.role for b in a.buffers.values()}
     temps = [n for n, r in roles.items() if r == "temp"]
     local = [b for b in a.buffers.values() if b.role == "local"]
-    # the per-work-group partial sums: one per work-group (a chunk of 8192, at most 2048 groups),
+    # the per-work-group partial sums: one per work-group (a chunk of 16384, at most 1024 groups),
     # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
                     if b.role == "temp" and sympy.sympify(b.count).free_symbols)
     n = sympy.Min(sympy.Symbol("x_d0"), sympy.Symbol("y_d0"))
-    groups = sympy.Min(2048, sympy.floor((n + 8191) / 8192))
+    groups = sympy.Min(1024, sympy.floor((n + 16383) / 16384))
     assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
-    # the first kernel: 256 work-items of 4 lanes per group; the second one group of 128
+    # 256 work-items of 4 lanes per group: many groups in the first kernel, one in the second
     assert [(l.global_size[0], l.local_size) for l in a.launches] == [(str(256 * groups), ("256",)),
-                                                                       ("128", ("128",))]
+                                                                       ("256", ("256",))]
     assert all(partials.name in launch.args for launch in a.launches)
-    assert sorted(int(b.count) for b in local) == sorted([1024, 512, 256, 128, 64, 32, 16, 8, 4, 2]
-                                                         + [128, 64, 32, 16, 8, 4, 2])
+    assert sorted(int(b.count) for b in local) == sorted([1024, 512, 256, 128, 64, 32, 16, 8, 4, 2] * 2)
     for b in local:  # local memory is a __local kernel argument of the kernel that uses it
         launch = next(l for l in a.launches if b.name in l.args)
         assert f"__local float *restrict" in a.source
@@ -479,7 +478,7 @@ def test_failed_checks_leave_no_out_of_range_access_under_oclgrind():
 
 def test_dot_needs_no_launch_for_its_integer_lets():
     a = blas.dot.opencl_artifact()
-    # n = min(lengths) and (n + 8191) // 8192 are recomputed in the kernels that use them, and the
+    # n = min(lengths) and (n + 16383) // 16384 are recomputed in the kernels that use them, and the
     # copy of the total into the result joins the second kernel (one work-group: a barrier orders it)
     assert len(a.launches) == 2
     assert not any(b.elem.name in ("Index", "Card") for b in a.buffers.values() if b.role == "temp")

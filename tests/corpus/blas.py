@@ -3,14 +3,14 @@ and their numpy oracles.  As Python (``kernel.reference``) and as C the strategi
 through OpenCL (``kernel.opencl``) they are the paper's §6.3 strategy, with index arithmetic in
 place of split/join:
 
-- ``g`` work-groups (one per 8192 elements, at most 2048) stride over the vector; in group ``c``,
+- ``g`` work-groups (one per 16384 elements, at most 1024) stride over the vector; in group ``c``,
   element ``t`` of a local array of 1024 sums the terms ``1024 g j + 1024 c + t`` in private
   memory, 4-wide vectorised (``asVector4``: 256 work-items, each a ``float4`` of 4 consecutive
   elements, read with ``vload4``);
 - the group halves the 1024 sums in local memory down to one (``group_sum``), one barrier per
   step, and writes the chunk's partial sum to global memory;
-- a second kernel of one work-group sums the partial sums the same way and, after a barrier,
-  writes the total: two launches in order, the partials a hoisted 'temp' buffer.
+- a second kernel of one work-group sums the (at most 1024) partial sums the same way, 4-wide,
+  and, after a barrier, writes the total: two launches in order, the partials a hoisted 'temp' buffer.
 
 Each guard ``k < n`` bounds the reads under it, so the generated code checks nothing at run time
 there; ``n`` is the smaller of the lengths read (``fs.min``), which is what lets the guard cover
@@ -50,24 +50,30 @@ def group_sum(s: Array[Float]) -> Float:
 
 
 @fs.kernel
+def group_sum_1024(s: Array[Float]) -> Float:
+    """The sum of the 1024 elements of ``s``, by the work-items of one group."""
+    return group_sum(halve(halve(halve(s))))
+
+
+@fs.kernel
 def sum_partials(partials: Array[Float]) -> Float:
-    """Second phase of a reduction: one work-group sums the partial sums."""
+    """Second phase of a reduction: one work-group sums the partial sums, 4-wide."""
     g = length(partials)
-    total = fs.to_global(fs.build_workgroup(1, lambda w: group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (partials[j * 128 + l] if j * 128 + l < g else f32(0.0)),
-                             f32(0.0), (g + 127) // 128))))))
+    total = fs.to_global(fs.build_workgroup(1, lambda w: group_sum_1024(fs.to_local(fs.vectorize(4, fs.build_local(
+        1024, lambda t: ifold(lambda acc, j: acc + (partials[j * 1024 + t] if j * 1024 + t < g else f32(0.0)),
+                              f32(0.0), (g + 1023) // 1024)))))))
     return total[0]
 
 
 @fs.kernel
 def partial_sums(n: Card, term: typing.Callable[[Index], Float]) -> Array[Float]:
     """First phase of a reduction of ``term(k)`` over ``k < n``: one partial sum per work-group."""
-    g = fs.min((n + 8191) // 8192, 2048)
-    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum(halve(halve(halve(fs.to_local(fs.vectorize(
+    g = fs.min((n + 16383) // 16384, 1024)
+    return fs.to_global(fs.build_workgroup(g, lambda c: group_sum_1024(fs.to_local(fs.vectorize(
         4, fs.build_local(1024, lambda t: ifold(
             lambda acc, j: acc + (term(j * (g * 1024) + c * 1024 + t) if j * (g * 1024) + c * 1024 + t < n
                                   else f32(0.0)),
-            f32(0.0), (n + g * 1024 - 1) // (g * 1024)))))))))))
+            f32(0.0), (n + g * 1024 - 1) // (g * 1024))))))))
 
 
 @fs.kernel
