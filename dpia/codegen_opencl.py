@@ -14,9 +14,15 @@ emitter this one extends with the OpenCL primitives (DPIA paper §6.2):
 A write inside a work-group but outside its local loops is done once for the group (by local
 work-item 0, then a barrier), since every work-item computes the same value there.
 
-``vectorize(w, build_global(n, f))`` with an element-wise body becomes, per work-item, ``w``
-contiguous elements: ``vloadw``/``vstorew`` over the loop index and the scalars uniform; the
-``n mod w`` last elements are done one at a time.
+``vectorize(w, ·)`` of a global or local build of Float or Double: work-item iteration v does the
+elements w·v .. w·v + w - 1 together, each private scalar of the body a vector of w lanes,
+contiguous reads and writes ``vloadw``/``vstorew``, a guard on the index run as vector code where
+it holds for every lane; any command the lanes cannot run together runs once per lane (a lane
+sees the index shifted by its number and its component of each vector).  The ``n mod w`` last
+elements are done one at a time.
+
+A kernel of a single work-group may end with sequential commands (``Phase.tail``): after a barrier,
+work-item 0 runs them, unless the body failed a check.
 
 Run-time checks (a data-dependent index out of range, an integer division by zero) report
 through the 'status' buffer (``fsmooth.opencl_artifact``), one ``int`` per launch: a failed check
@@ -46,8 +52,8 @@ from . import phrases as p
 from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, SymbolicInteger, c_type, indent,
                    index_symbol, strip_parentheses)
 from .index import simplify_index
-from .hoist_opencl import HoistedBuffer, Phase, free_identifiers, plan_kernels
-from .strategy_check import PARALLEL, children, private_count, root
+from .hoist_opencl import Phase, free_identifiers, plan_kernels
+from .strategy_check import PARALLEL, private_count
 
 # Names the generated OpenCL uses or reserves beyond C's (emit's Namer keeps C's out).
 OPENCL_NAMES = frozenset("""

@@ -14,9 +14,13 @@ Address spaces of a build's result that is stored (a let-bound intermediate):
 
     to_global(e)   to_local(e)   to_private(e)
 
-Vectorisation: ``vectorize(4, build_global(n, f))`` runs each work-item over 4 contiguous
-elements with ``vload4``/``vstore4``; its body must be element-wise (reads ``x[i]`` of the
-loop index only, uniform scalars, arithmetic), which the OpenCL back end checks.
+Vectorisation (DPIA's asVector/asScalar): ``vectorize(4, build_global(n, f))`` or
+``vectorize(4, build_local(n, f))`` of Float or Double elements runs each work-item over 4
+contiguous elements at once: every private scalar of the body (an ifold's accumulator too) is an
+OpenCL ``float4``, reads and writes of contiguous elements are ``vload4``/``vstore4``, and a
+guard on the element's index runs the branch together where it holds for all 4.  What the
+lanes cannot do together (a data-dependent read, a read that is not contiguous) runs lane by
+lane, with its checks, so the result is always the build's.
 
 A program with no annotations gets the default strategy: its outermost builds global, the
 ones inside sequential, array intermediates in global memory, scalars private.  Index

@@ -146,7 +146,7 @@ def test_dot_has_hoisted_buffers():
     assert sorted(int(b.count) for b in local) == sorted([1024, 512, 256, 128, 64, 32, 16, 8, 4, 2] * 2)
     for b in local:  # local memory is a __local kernel argument of the kernel that uses it
         launch = next(l for l in a.launches if b.name in l.args)
-        assert f"__local float *restrict" in a.source
+        assert "__local float *restrict" in a.source
         assert launch.local_size is not None
     assert temps and "barrier(CLK_LOCAL_MEM_FENCE);" in a.source
 

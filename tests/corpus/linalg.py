@@ -8,7 +8,7 @@ import typing
 import numpy as np
 
 import fsmooth as fs
-from fsmooth import Array, Card, Double, Index, build, ifold, length
+from fsmooth import Array, Card, Double, Index, build, length
 # The running example f and the kernels of the library that it uses are fsmooth's demo
 # (fsmooth/examples.py); a kernel calls them by name here as it would its own.
 from fsmooth.examples import f, vector_add, vector_dot, vector_emul, vector_map2, vector_norm, vector_sum  # noqa: F401
