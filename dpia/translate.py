@@ -23,14 +23,16 @@ from .from_dps import functional_body, write_buffer
 Cont = Callable[[p.Phrase], p.Phrase]
 
 
-def dpia_program(program: dps.Program) -> p.ImperativeProgram:
-    return p.ImperativeProgram({name: imperative_kernel(k) for name, k in program.kernels.items()},
+def dpia_program(program: dps.Program, translation: type = None) -> p.ImperativeProgram:
+    """Every kernel of ``program`` through accT/conT: ``Translation``'s, or those of the
+    subclass ``translation`` (``dpia.translate_strategies``)."""
+    return p.ImperativeProgram({name: imperative_kernel(k, translation) for name, k in program.kernels.items()},
                                program.entry)
 
 
-def imperative_kernel(k: dps.Kernel) -> p.ImperativeKernel:
+def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKernel:
     functional, result, params = functional_body(k)
-    body = Translation().acc(functional, p.Ident(k.dest, p.AccT(result)))
+    body = (translation or Translation)().acc(functional, p.Ident(k.dest, p.AccT(result)))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
                               tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
                               sympy.sympify(k.scratch), functional, body)
