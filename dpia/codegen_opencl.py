@@ -51,7 +51,6 @@ from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Float, Scalar, element_s
 from . import phrases as p
 from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, SymbolicInteger, c_type, indent,
                    index_symbol, strip_parentheses)
-from .index import simplify_index
 from .hoist_opencl import Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
 
@@ -344,9 +343,9 @@ class _OpenCLEmitter(KernelEmitter):
             case p.IfCmd(cond, then) if not self._varying(cond, env, through_index=False):
                 # the condition varies with the element's index only: where it holds for every
                 # lane (the bulk of a guarded loop) the lanes run the branch together
-                checks: list = []
-                every = " && ".join(f"({self.exp(cond, lanes.env(env, k), ranges, checks)})" for k in range(lanes.width))
-                if checks:
+                every = self._lock_step(lambda: " && ".join(
+                    f"({self._checked_free(self.exp, cond, lanes.env(env, k), ranges)})" for k in range(lanes.width)))
+                if every is None:
                     return self._by_lane(c, env, ranges)
                 inside = ranges
                 for k in range(lanes.width):
@@ -354,18 +353,34 @@ class _OpenCLEmitter(KernelEmitter):
                 return ([f"if ({every}) {{"] + indent(self.comm(then, env, inside)) + ["} else {"]
                         + indent(self._by_lane(c, env, ranges)) + ["}"])
             case p.Assign(acc, e):
-                saved = ([x.used for x in self.exits], dict(self.reads))
-                try:
+                def assignment() -> str:
                     value, varying = self._vector_exp(e, env, ranges)
                     value = value if varying else f"({C_TYPE[p.data_of(e).scalar]}{lanes.width})({value})"
-                    target = self._vector_target(acc, env, ranges)
-                except _NotVectorisable:
-                    for x, used in zip(self.exits, saved[0]):
-                        x.used = used
-                    self.reads = saved[1]
-                    return self._by_lane(c, env, ranges)
-                return [target.format(value)]
+                    return self._vector_target(acc, env, ranges).format(value)
+                line = self._lock_step(assignment)
+                if line is not None:
+                    return [line]
         return self._by_lane(c, env, ranges)
+
+    def _lock_step(self, write):
+        """``write()``, or None where it found that the lanes cannot run together; the checks it
+        wrote on the way are then forgotten, with the failures they would have reported."""
+        saved = ([x.used for x in self.exits], dict(self.reads))
+        try:
+            return write()
+        except _NotVectorisable:
+            for x, used in zip(self.exits, saved[0]):
+                x.used = used
+            self.reads = saved[1]
+            return None
+
+    def _checked_free(self, write, *args):
+        """``write(*args, checks)`` for code that must need no run-time check."""
+        checks: list = []
+        text = write(*args, checks)
+        if checks:
+            raise _NotVectorisable
+        return text
 
     def _by_lane(self, c: p.Phrase, env: dict, ranges) -> list[str]:
         """``c`` as scalar code, once per lane, each in a block of its own."""
@@ -394,11 +409,7 @@ class _OpenCLEmitter(KernelEmitter):
         """(OpenCL text, whether it is a vector) of ``e``; _NotVectorisable where the lanes
         cannot compute it together."""
         if not self._varying(e, env):
-            checks: list = []
-            text = self.exp(e, env, ranges, checks)
-            if checks:
-                raise _NotVectorisable
-            return text, False
+            return self._checked_free(self.exp, e, env, ranges), False
         match e:
             case p.Ident(name) if isinstance(env.get(name), _VectorVariable):
                 return env[name].cname, True
@@ -409,9 +420,7 @@ class _OpenCLEmitter(KernelEmitter):
                 texts = [text if varying else f"(({vector})({text}))" for text, varying in parts]
                 return _VECTOR_OPS[op].format(*texts), True
             case p.Idx(elem=p.Num(scalar)) | p.Shift(data=p.Num(scalar)) if scalar in VECTOR_SCALARS:
-                address = self._lanes_address(e, env, ranges)
-                self.reads[address] = True
-                return f"vload{self.lanes.width}(0, {address})", True
+                return f"vload{self.lanes.width}(0, {self._lanes_address(e, env, ranges)})", True
         raise _NotVectorisable
 
     def _vector_target(self, acc: p.Phrase, env: dict, ranges) -> str:
@@ -424,15 +433,14 @@ class _OpenCLEmitter(KernelEmitter):
     def _lanes_address(self, ph: p.Phrase, env: dict, ranges) -> str:
         """The address of the first lane's element of ``ph``, whose lanes' elements must be
         contiguous and need no run-time check."""
-        checks: list = []
-        places = [self.resolve(ph, sympy.Integer(0), self.lanes.env(env, k), ranges, checks)
-                  for k in range(self.lanes.width)]
+        lane_envs = [self.lanes.env(env, k) for k in range(self.lanes.width)]
+        places = self._checked_free(lambda checks: [self.resolve(ph, sympy.Integer(0), lane, ranges, checks)
+                                                    for lane in lane_envs])
         base, offset = places[0]
-        if checks or not isinstance(base, BufferVariable) or any(
+        if not isinstance(base, BufferVariable) or any(
                 b != base or sympy.expand(o - offset) != k for k, (b, o) in enumerate(places)):
             raise _NotVectorisable
-        offset = simplify_index(offset, ranges)
-        return base.cname if offset == 0 else f"({base.cname} + {self.cint(offset, ranges)})"
+        return self.address(ph, lane_envs[0], ranges, [])
 
 
 VECTOR_SCALARS = (Float, Double)
