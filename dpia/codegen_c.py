@@ -25,10 +25,10 @@ import re
 
 import sympy
 
-from fsmooth.artifact import CArtifact
+from fsmooth.artifact import CArtifact, result_components
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
-from fsmooth.types import BYTES, C_TYPE, ArrayT
+from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
@@ -142,7 +142,8 @@ class CKernelEmitter(KernelEmitter):
 
     def _call(self, fn, out, args, scratch_offset, env, ranges) -> list[str]:
         checks: list = []
-        texts = [self.address(out, env, ranges, checks)]
+        texts = [self.address(p.proj_path(out, path), env, ranges, checks)
+                 for path, _ in p.record_leaves(p.data_of(out))]
         for a in args:
             data = p.data_of(a)
             if isinstance(data, p.Arr):
@@ -168,8 +169,8 @@ class CKernelEmitter(KernelEmitter):
 
     def signature(self, restrict: bool, function: str | None = None) -> str:
         r = "restrict " if restrict else ""
-        result = C_TYPE[p.scalar_of(self.k.result_data)]
-        params = [f"void *{r}scratch", f"{result} *{r}out"]
+        params = [f"void *{r}scratch"] + [f"{C_TYPE[element_scalar(ty)]} *{r}out{suffix}"
+                                          for suffix, ty, _ in self.outputs]
         for name, ty, dims in self.k.params:
             cname = self.param_names[name]
             if isinstance(ty, ArrayT):
@@ -180,7 +181,7 @@ class CKernelEmitter(KernelEmitter):
         return f"int {function or self.k.name}({', '.join(params)})"
 
     def call_args(self) -> list[str]:
-        names = ["scratch", "out"]
+        names = ["scratch"] + [f"out{suffix}" for suffix, _, _ in self.outputs]
         for name, ty, dims in self.k.params:
             names.append(self.param_names[name])
             names.extend(self.dim_names[(name, j)] for j in range(len(dims)))
@@ -188,8 +189,9 @@ class CKernelEmitter(KernelEmitter):
 
     def prototypes(self, restrict: bool) -> list[str]:
         k, sizes = self.k.name, self.size_params()
-        return [f"{self.signature(restrict)};",
-                f"void {k}_shape(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''});",
+        shapes = [f"void {k}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''});"
+                  for suffix, _, _ in self.outputs]
+        return [f"{self.signature(restrict)};", *shapes,
                 f"int64_t {k}_scratch_bytes({sizes});",
                 f"int {k}_check_sizes({sizes});"]
 
@@ -197,12 +199,11 @@ class CKernelEmitter(KernelEmitter):
         k = self.k
         sizes = self.size_params()
         void_sizes = [f"(void){self.size_names[s.name]};" for s in k.sizes]
-        shape = [f"dims_out[{j}] = {self.cint(d, {})};" for j, d in enumerate(k.result_dims)]
         checks = [f"if (!{c_condition(c.cond, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
-        env[k.dest] = BufferVariable("out")
+        env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
         body = self.comm(k.body, env, {})
         if self.exit.used:
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
@@ -211,8 +212,10 @@ class CKernelEmitter(KernelEmitter):
         unused = ["(void)scratch;"] + [f"(void){self.param_names[n]};" for n, _, _ in k.params]
         unused += [f"(void){name};" for name in self.dim_names.values()]
         out = []
-        out.append(f"void {k.name}_shape(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
-        out += indent(["(void)dims_out;"] + void_sizes + shape) + ["}", ""]
+        for suffix, _, dims in self.outputs:
+            shape = [f"dims_out[{j}] = {self.cint(d, {})};" for j, d in enumerate(dims)]
+            out.append(f"void {k.name}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
+            out += indent(["(void)dims_out;"] + void_sizes + shape) + ["}", ""]
         out.append(f"int64_t {k.name}_scratch_bytes({sizes}) {{")
         out += indent(void_sizes + [f"return {strip_parentheses(self.cint(self.scratch(), {}))};"]) + ["}", ""]
         out.append(f"int {k.name}_check_sizes({sizes}) {{")
@@ -233,8 +236,9 @@ def _mentions(e, name: str) -> bool:
 
 def _check_exported_names(prog: p.ImperativeProgram) -> frozenset:
     names = set()
-    for name in prog.kernels:
-        exported = {name, f"{name}_shape", f"{name}_scratch_bytes", f"{name}_check_sizes", f"{name}_body"}
+    for name, k in prog.kernels.items():
+        shapes = {f"{name}_shape{suffix}" for suffix, _, _ in result_components(k.result, k.result_dims)}
+        exported = {name, *shapes, f"{name}_scratch_bytes", f"{name}_check_sizes", f"{name}_body"}
         if (is_reserved(name) or name in _MATH_FUNCTIONS or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)):
             raise CompileError(f"the kernel name '{name}' cannot be a C function name; rename the kernel")
         clash = exported & names

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth import prims
-from fsmooth.artifact import Constraint, KernelInterface, SizeSource
+from fsmooth.artifact import Constraint, KernelInterface, SizeSource, result_components
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
@@ -177,6 +177,13 @@ class BufferVariable:
 
 
 @dataclass(frozen=True)
+class RecordVariable:
+    """A record (F̃ tuple): the binding of each component (C variables and buffers)."""
+
+    items: tuple
+
+
+@dataclass(frozen=True)
 class Alias:
     """Another name of ``phrase`` (a parfor's element acceptor), resolved in ``env``."""
 
@@ -238,7 +245,8 @@ class KernelEmitter:
     def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options):
         self.k = k
         self.options = options
-        self.namer = Namer(globals_ | {"scratch", "out"})
+        self.outputs = result_components(k.result, k.result_dims)
+        self.namer = Namer(globals_ | {"scratch"} | {f"out{suffix}" for suffix, _, _ in self.outputs})
         # fs_ names are the runtime's (Namer never gives one out): labels and status variables
         self.exit = FailureExit("fs_exit", "fs_status")
         self.internal = itertools.count(1)
@@ -319,6 +327,13 @@ class KernelEmitter:
                                     ranges, checks)
             case p.Shift(base, shift):
                 return self.resolve(base, self.rename(shift, env) + offset, env, ranges, checks)
+            case p.Proj(tup, index):
+                binding, at = self.resolve(tup, sympy.Integer(0), env, ranges, checks)
+                assert isinstance(binding, RecordVariable) and at == 0, (ph, binding)
+                component = binding.items[index]
+                if isinstance(component, Alias):
+                    return self.resolve(component.phrase, offset, component.env, ranges, checks)
+                return component, offset
         raise AssertionError(f"not a location: {ph}")
 
     def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
@@ -409,7 +424,7 @@ class KernelEmitter:
                 return prims.PRIMS[op].c.format(*texts, t=_suffix(p.data_of(args[0])))
             case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
                 return self.cint(env[name].expr, ranges)
-            case p.Ident() | p.Idx() | p.Shift():
+            case p.Ident() | p.Idx() | p.Shift() | p.Proj():
                 text = self.lvalue(ph, env, ranges, checks)
                 self.reads[text] = True
                 return text
@@ -460,6 +475,8 @@ class KernelEmitter:
                 lines = checks + [f"if ({strip_parentheses(text)}) {{"] + indent(self.comm(then, env, then_ranges))
                 other = self.comm(orelse, env, ranges)
                 return lines + (["} else {"] + indent(other) + ["}"] if other else ["}"])
+            case p.DoubleBuffer(count, first, second, index, state, out, p.Rec() as data, body, after):
+                return self.record_double_buffer(c, env, ranges)
             case p.DoubleBuffer(count, first, second, index, state, out, data, body, after):
                 checks = []
                 n = self.index(count, env, ranges, checks)
@@ -473,6 +490,36 @@ class KernelEmitter:
                 loop = self.loop(index, n, body, inner, ranges, swap)
                 return checks + head + loop + self.comm(after, {**env, state: BufferVariable(s)}, ranges)
         raise AssertionError(f"not a command: {c}")
+
+    def record_double_buffer(self, c: p.DoubleBuffer, env: dict, ranges: Ranges) -> list[str]:
+        """The double buffer of a record state: per array component two buffers whose pointers
+        trade places, per scalar component two variables whose values do."""
+        checks: list = []
+        n = self.index(c.count, env, ranges, checks)
+        head, swap, reading, writing = [], [], {}, {}
+        for path, leaf in p.record_leaves(c.data):
+            a, b = p.proj_path(c.first, path), p.proj_path(c.second, path)
+            t = c_type(leaf)
+            if isinstance(leaf, p.Arr):
+                s, o = self.namer.fresh(c.state), self.namer.fresh(c.out)
+                head += [f"{t} *{s} = {self.address(a, env, ranges, checks)};",
+                         f"{t} *{o} = {self.address(b, env, ranges, checks)};"]
+                swap.append(f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}")
+                reading[path], writing[path] = BufferVariable(s), BufferVariable(o)
+            else:
+                s, o = self.lvalue(a, env, ranges, checks), self.lvalue(b, env, ranges, checks)
+                self.reads[s] = self.reads[o] = True
+                swap.append(f"{{ {t} fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}")
+                reading[path], writing[path] = ScalarVariable(s), ScalarVariable(o)
+
+        def record(bindings: dict, d: p.Data, path=()):
+            if isinstance(d, p.Rec):
+                return RecordVariable(tuple(record(bindings, x, path + (k,)) for k, x in enumerate(d.items)))
+            return bindings[path]
+        state = record(reading, c.data)
+        inner = {**env, c.state: state, c.out: record(writing, c.data)}
+        loop = self.loop(c.index, n, c.body, inner, ranges, swap)
+        return checks + head + loop + self.comm(c.after, {**env, c.state: state}, ranges)
 
     def region(self, cname: str, data: p.Data, offset, body: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
         """``new`` of an array as ``cname`` for ``body`` (``env`` binds it): at its static
@@ -504,7 +551,11 @@ class KernelEmitter:
         constraints = tuple(Constraint(c_condition(c.cond, self.size_name), c.param, c.message)
                             for c in k.constraints)
         return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
-                               constraints, str(self.scratch()), tuple(str(d) for d in k.result_dims))
+                               constraints, str(self.scratch()), _dims_text(k.result_dims))
+
+
+def _dims_text(dims) -> tuple:
+    return tuple(_dims_text(d) if isinstance(d, tuple) else str(d) for d in dims)
 
 
 def _integral(d: p.Data) -> bool:

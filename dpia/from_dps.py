@@ -17,7 +17,7 @@ import sympy
 
 from dps import ir as d
 from fsmooth.core import Lit, Var
-from fsmooth.types import ArrayT, Card, Scalar, element_scalar
+from fsmooth.types import ArrayT, Card, Scalar, TupleT, element_scalar
 
 from . import phrases as p
 
@@ -30,11 +30,27 @@ def functional_body(kernel: d.Kernel) -> tuple[p.Phrase, p.Data, dict]:
         data = p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
         params[name] = p.Ident(name, p.ExpT(data))
     result = _data(kernel.result, kernel.result_dims)
-    env = _Env(dict(params), {kernel.dest: p.Ident(kernel.dest, p.AccT(result))}, {})
+    outputs = {f"{kernel.dest}{_suffix(path)}": p.Ident(f"{kernel.dest}{_suffix(path)}", p.AccT(leaf))
+               for path, leaf in p.record_leaves(result)}
+    env = _Env(dict(params), outputs, {})
     return _phrase(kernel.body, result, env), result, params
 
 
+def result_acceptor(dest: str, data: p.Data) -> p.Phrase:
+    """The kernel's destination: ``dest`` itself, or for a record the record of one acceptor per
+    component (``dest_0``, ``dest_1_0``, ...: the C ABI's out-parameters)."""
+    if isinstance(data, p.Rec):
+        return p.Record(tuple(result_acceptor(f"{dest}_{k}", d) for k, d in enumerate(data.items)), data)
+    return p.Ident(dest, p.AccT(data))
+
+
+def _suffix(path: tuple) -> str:
+    return "".join(f"_{k}" for k in path)
+
+
 def _data(ty, dims) -> p.Data:
+    if isinstance(ty, TupleT):
+        return p.Rec(tuple(_data(t, d) for t, d in zip(ty.items, dims or ((),) * len(ty.items))))
     return p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
 
 
@@ -64,8 +80,16 @@ def _atom(a, env: _Env) -> p.Phrase:
     raise AssertionError(a)
 
 
-def _ref(r: d.Ref, data: p.Data, env: _Env) -> p.Phrase:
+def _ref(r: d.Ref, data: p.Data, env: _Env, locals_: list | None = None, name: str = "") -> p.Phrase:
+    """The acceptor of destination ``r``.  A record destination's scalar components (•) get C
+    variables named after ``name``, appended to ``locals_`` for the caller to declare."""
     match r:
+        case d.RTuple(items):
+            return p.Record(tuple(_ref(ref, item, env, locals_, f"{name}.{k}")
+                                  for k, (ref, item) in enumerate(zip(items, data.items))), data)
+        case d.Bullet() if locals_ is not None:
+            locals_.append((name, data))
+            return p.Ident(name, p.AccT(data))
         case d.RVar(name):
             return _retype(env.regions[name], data)
         case d.Offset(base, elems):
@@ -90,13 +114,24 @@ def as_exp(acc: p.Phrase) -> p.Phrase:
             return p.Shift(as_exp(base), offset, data)
         case p.Idx(arr, index, elem, length, checked):
             return p.Idx(as_exp(arr), index, elem, length, checked)
+        case p.Record(items, data):
+            return p.Record(tuple(as_exp(a) for a in items), data)
+        case p.Proj(tup, index, data):
+            return p.Proj(as_exp(tup), index, data)
     raise AssertionError(acc)
+
+
+def declare(locals_: list, body: p.Phrase) -> p.Phrase:
+    """``body`` in the scope of scalar C variables (an alloc with no arena offset)."""
+    for name, data in reversed(locals_):
+        body = p.Alloc(name, data, None, body)
+    return body
 
 
 def _storage(t: d.Term) -> d.Ref:
     """The ref an array-valued term writes its result to."""
     match t:
-        case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest):
+        case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest):
             return dest
         case d.If(_, then):
             return _storage(then)
@@ -139,17 +174,27 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
         case d.Call(fn, _, args, _, scratch_offset, check_sizes):
             return p.CallExp(fn, tuple(_atom(a, env) for a in args), data, sympy.sympify(scratch_offset),
                              check_sizes)
+        case d.TupleOf(items, _, _, written):  # None: a component already written in place
+            return p.Record(tuple(None if k in written else _atom(a, env) for k, a in enumerate(items)), data)
+        case d.Proj(tup, index):
+            return p.proj(_atom(tup, env), index)
     raise AssertionError(f"unexpected DPS term {t!r}")
 
 
 def _let(name: str, rhs: d.Term, body: d.Term, rhs_data: p.Data, data: p.Data, env: _Env) -> p.Phrase:
+    if isinstance(rhs_data, p.Rec) and not isinstance(rhs, (d.Atom_, d.TupleOf, d.Proj)):
+        locals_: list = []
+        into = _ref(_storage(rhs), rhs_data, env, locals_, name)
+        value = _phrase(rhs, rhs_data, env)
+        return declare(locals_, p.Bind(name, value, into, _phrase(body, data, env.bind(name, as_exp(into))),
+                                       rhs_data))
     if isinstance(rhs_data, p.Num):
         value = _phrase(rhs, rhs_data, env)
         if _inlinable(rhs) and _inline_safe(body, name):
             return _phrase(body, data, env.bind(name, value))
         inner = env.bind(name, p.Ident(name, p.ExpT(rhs_data)))
         return p.Let(name, value, _phrase(body, data, inner), rhs_data)
-    if isinstance(rhs, (d.Atom_, d.Get)):  # a view: no storage of its own
+    if isinstance(rhs, (d.Atom_, d.Get, d.TupleOf, d.Proj)):  # a view: no storage of its own
         return _phrase(body, data, env.bind(name, _phrase(rhs, rhs_data, env)))
     into = _ref(_storage(rhs), rhs_data, env)
     value = _phrase(rhs, rhs_data, env)
@@ -167,10 +212,26 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) ->
     inner = inner.bind(state, p.Ident(state, p.ExpT(data)))
     if buffers is None:
         return p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)
-    b0, b1 = (_retype(env.regions[b], data) for b in buffers)
+    if isinstance(data, p.Rec):
+        # per component: an array's two regions, or a scalar's two C variables
+        locals_: list = []
+
+        def buffer(entry, item: p.Data, which: int, path: str) -> p.Phrase:
+            if isinstance(item, p.Rec):
+                return p.Record(tuple(buffer(e, x, which, f"{path}.{k}") for k, (e, x) in
+                                      enumerate(zip(entry, item.items))), item)
+            if entry is None:
+                locals_.append((f"{state}{path}.{'ab'[which]}", item))
+                return p.Ident(locals_[-1][0], p.AccT(item))
+            return _retype(env.regions[entry[which]], item)
+
+        b0, b1 = buffer(buffers, data, 0, ""), buffer(buffers, data, 1, "")
+    else:
+        locals_ = []
+        b0, b1 = (_retype(env.regions[b], data) for b in buffers)
     inner = inner.state_dest(state, p.Ident(write_buffer(state), p.AccT(data)))
-    return p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data,
-                   (b0, b1))
+    return declare(locals_, p.Ifold(count_phrase, state, index, _phrase(body, data, inner),
+                                    _phrase(init, data, env), data, (b0, b1)))
 
 
 def write_buffer(state: str) -> str:
@@ -202,6 +263,8 @@ def _inlinable(t: d.Term) -> bool:
             return isinstance(ty, Scalar) and not checked
         case d.Prim(op, args):
             return op not in ("floordiv", "mod") or _nonzero_literal(args[1])
+        case d.Proj(_, _, ty):
+            return isinstance(ty, Scalar)
     return False
 
 
@@ -225,6 +288,10 @@ def _events(t: d.Term, name: str) -> list:
             return [e for a in args for e in _atom_uses(a, name)] + _ref_uses(dest, name) + ["write"]
         case d.Get(arr, idx):
             return _atom_uses(arr, name) + _atom_uses(idx, name)
+        case d.TupleOf(items, _, _, written):  # in result position each component is written in turn
+            return [e for k, a in enumerate(items) if k not in written for e in _atom_uses(a, name) + ["write"]]
+        case d.Proj(tup):
+            return _atom_uses(tup, name)
         case d.CardOf(value):
             return _sym_uses(value, name)
         case d.Let(_, rhs, body):
@@ -262,4 +329,6 @@ def _ref_uses(r: d.Ref, name: str) -> list:
     match r:
         case d.Offset(base, elems):
             return _ref_uses(base, name) + _sym_uses(elems, name)
+        case d.RTuple(items):
+            return [e for ref in items for e in _ref_uses(ref, name)]
     return []

@@ -2,7 +2,8 @@
 functional primitives fsmooth needs and the imperative commands they translate to.
 
 Data types δ:   num (one per F̃ scalar: double, float, index, card, bool) | n.δ (arrays; n a sympy
-                expression over size symbols and integer variables) | idx(n) (loop indices).
+                expression over size symbols and integer variables) | idx(n) (loop indices)
+                | δ1 × δ2 × ... (records: F̃'s tuples).
 Phrase types θ: exp[δ] | acc[δ] | comm.  A variable var[δ] = acc[δ] × exp[δ] is one identifier used
                 in both roles (the paper's v.1/v.2 resolve to the same C variable, Fig. 6a).
 
@@ -15,6 +16,9 @@ Functional phrases (exp[δ]):
   | Shift(V, k) (the data starting k scalars into V: DPS ``Offset``; an exp or an acc)
   | Build(n, λ i. E) (mapI: element i is E) | Ifold(n, λ s i. E, init) | Cond(c, E1, E2)
   | Let(x, E1, E2) (scalar let) | Bind(x, E1, A, E2) (E1 written through A, then read as x)
+  | Record(E1, ..., Ek) (a record of expressions, or of acceptors: pairAcc) | Proj(E, k) (the
+    component k of a record expression, or the acceptor of component k of a record acceptor:
+    DPIA's fst/snd and their acceptors; codegen resolves it, as it resolves Idx)
   | Alloc(r, n.num @ offset, E) (a region of the arena, DPS ``alloc``) | CallExp(f, args)
 Imperative commands (comm):
   Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
@@ -52,6 +56,18 @@ class Arr(Data):
 @dataclass(frozen=True)
 class IdxT(Data):
     size: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Rec(Data):
+    items: tuple  # Data per component
+
+
+def record_leaves(d: Data, path: tuple = ()) -> list:
+    """The non-record components of ``d`` with their paths (``[((), d)]`` for a non-record)."""
+    if isinstance(d, Rec):
+        return [leaf for k, item in enumerate(d.items) for leaf in record_leaves(item, path + (k,))]
+    return [(path, d)]
 
 
 def elements(d: Data) -> sympy.Expr:
@@ -95,6 +111,8 @@ def show_data(d: Data) -> str:
             return f"{_show_size(size)}.{show_data(elem)}"
         case IdxT(size):
             return f"idx({size})"
+        case Rec(items):
+            return f"({' × '.join(show_data(x) for x in items)})"
     raise AssertionError(d)
 
 
@@ -248,6 +266,32 @@ class CallExp(Phrase):
     check_sizes: bool = False  # the callee's size constraints are not implied by the caller's
 
 
+@dataclass(frozen=True)
+class Record(Phrase):
+    items: tuple  # exp phrases, or acc phrases (a record acceptor)
+    data: Data  # Rec
+
+
+@dataclass(frozen=True)
+class Proj(Phrase):
+    tup: Phrase  # exp[δ1 × ...] or acc[δ1 × ...]
+    index: int
+    data: Data  # of the component
+
+
+def proj(tup: Phrase, index: int) -> Phrase:
+    """Component ``index`` of a record phrase, reduced where the record is written out."""
+    if isinstance(tup, Record):
+        return tup.items[index]
+    return Proj(tup, index, data_of(tup).items[index])
+
+
+def proj_path(tup: Phrase, path: tuple) -> Phrase:
+    for k in path:
+        tup = proj(tup, k)
+    return tup
+
+
 # ----------------------------------------------------------------------------- commands
 
 
@@ -386,6 +430,10 @@ def show(p: Phrase, indent: int = 0) -> str:
                     f"{show(body, indent + 1)})")
         case CallExp(fn, args, _, _, check_sizes):
             return f"{fn}{'!' if check_sizes else ''}({', '.join(show(a, indent) for a in args)})"
+        case Record(items):
+            return f"⟨{', '.join(show(a, indent) for a in items)}⟩"
+        case Proj(tup, index):
+            return f"{_atomic(tup, indent)}.{index}"
         case Skip():
             return "skip"
         case Seq(cmds):
@@ -415,7 +463,7 @@ def show(p: Phrase, indent: int = 0) -> str:
 
 def _atomic(p: Phrase, indent: int) -> str:
     s = show(p, indent)
-    if isinstance(p, (Ident, Literal, Idx)) or (isinstance(p, NatExp) and p.value.is_Atom):
+    if isinstance(p, (Ident, Literal, Idx, Record, Proj)) or (isinstance(p, NatExp) and p.value.is_Atom):
         return s
     if isinstance(p, ScalarOp) and not prims.PRIMS[p.op].infix and p.op != "neg":
         return s
@@ -429,7 +477,7 @@ def data_of(p: Phrase) -> Data:
             return data
         case Literal(data=data) | NatExp(data=data) | ScalarOp(data=data) | Shift(data=data):
             return data
-        case Ifold(data=data) | Cond(data=data) | CallExp(data=data):
+        case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data):
             return data
         case Idx(elem=elem):
             return elem

@@ -18,7 +18,7 @@ import sympy
 from dps import ir as dps
 
 from . import phrases as p
-from .from_dps import functional_body, write_buffer
+from .from_dps import functional_body, result_acceptor, write_buffer
 
 Cont = Callable[[p.Phrase], p.Phrase]
 
@@ -32,7 +32,7 @@ def dpia_program(program: dps.Program, translation: type = None) -> p.Imperative
 
 def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKernel:
     functional, result, params = functional_body(k)
-    body = (translation or Translation)().acc(functional, p.Ident(k.dest, p.AccT(result)))
+    body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
                               tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
                               sympy.sympify(k.scratch), functional, body)
@@ -72,6 +72,8 @@ class Translation:
                 index = p.Ident(i, p.ExpT(p.IdxT(size)))
                 body = self.assign(p.Ident(o, p.AccT(elem)), p.Idx(e, index, elem, size), elem)
                 return p.ParFor(size, a, i, o, elem, body)
+            case p.Rec(items):  # A :=δ1×δ2 E = fst A := fst E; snd A := snd E
+                return p.seq(*(self.assign(p.proj(a, k), p.proj(e, k), d) for k, d in enumerate(items)))
         raise AssertionError(data)
 
     def storage_needed(self, e: p.Phrase) -> p.Phrase:
@@ -80,10 +82,19 @@ class Translation:
     def scalar_via_new(self, e: p.Phrase, k: Cont) -> p.Phrase:
         """C(E)(k) for a scalar E computed by commands: store it in a new variable first."""
         data = p.data_of(e)
-        if not isinstance(data, p.Num):
+        leaves = p.record_leaves(data)
+        if not all(isinstance(leaf, p.Num) for _, leaf in leaves):
             return self.storage_needed(e)
-        v = self.fresh("v")
-        return p.New(v, data, p.seq(self.acc(e, p.Ident(v, p.AccT(data))), k(p.Ident(v, p.ExpT(data)))))
+        names = {path: self.fresh("v") for path, _ in leaves}
+
+        def record(phrase_type, d=data, path=()):
+            if isinstance(d, p.Rec):
+                return p.Record(tuple(record(phrase_type, x, path + (j,)) for j, x in enumerate(d.items)), d)
+            return p.Ident(names[path], phrase_type(d))
+        body = p.seq(self.acc(e, record(p.AccT)), k(record(p.ExpT)))
+        for path, leaf in reversed(leaves):
+            body = p.New(names[path], leaf, body)
+        return body
 
 
 # ----------------------------------------------------------------------------- per primitive
@@ -154,6 +165,23 @@ def _ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
     return t.con(e.count, loop)
 
 
+def _acc_record(t: Translation, e: p.Record, a: p.Phrase) -> p.Phrase:
+    """A(⟨E1, E2⟩)(A) = A(E1)(fst A); A(E2)(snd A)."""
+    return p.seq(*(t.acc(item, p.proj(a, k)) for k, item in enumerate(e.items) if item is not None))
+
+
+def _con_record(t: Translation, e: p.Record, k: Cont) -> p.Phrase:
+    return t.con_all(e.items, lambda xs: k(p.Record(tuple(xs), e.data)))
+
+
+def _acc_proj(t: Translation, e: p.Proj, a: p.Phrase) -> p.Phrase:
+    return t.con(e.tup, lambda x: t.assign(a, p.proj(x, e.index), e.data))
+
+
+def _con_proj(t: Translation, e: p.Proj, k: Cont) -> p.Phrase:
+    return t.con(e.tup, lambda x: k(p.proj(x, e.index)))
+
+
 def _acc_cond(t: Translation, e: p.Cond, a: p.Phrase) -> p.Phrase:
     return t.con(e.cond, lambda c: p.IfCmd(c, t.acc(e.then, a), t.acc(e.orelse, a)))
 
@@ -209,4 +237,6 @@ TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
     p.Bind: (_acc_bind, _con_bind),
     p.Alloc: (_acc_alloc, _con_alloc),
     p.CallExp: (_acc_call, _con_call),
+    p.Record: (_acc_record, _con_record),
+    p.Proj: (_acc_proj, _con_proj),
 }

@@ -21,7 +21,10 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.core import Lit, Var
-from fsmooth.types import ArrayT, BYTES, NUMPY_DTYPE, Scalar, element_scalar
+from fsmooth.types import ArrayT, BYTES, NUMPY_DTYPE, Scalar, TupleT, element_scalar
+
+from fsmooth.artifact import result_components
+from fsmooth.runtime import assemble
 
 from . import ir
 from .layout import region_bytes
@@ -121,7 +124,10 @@ class _Frame:
         raise AssertionError(a)
 
     def ref(self, r: ir.Ref, elem: Scalar) -> Ptr | None:
+        """The address of destination ``r`` (for a tuple: a tuple of them, None for a scalar)."""
         match r:
+            case ir.RTuple(items):
+                return tuple(self.ref(item, elem) for item in items)
             case ir.RVar(name):
                 return self.regions[name]
             case ir.Bullet():
@@ -181,19 +187,64 @@ class _Frame:
                 if parallel:
                     self.arena.concurrent.pop()
                 return out
+            case ir.Ifold(ty=TupleT()):
+                return self.tuple_ifold(t)
             case ir.Ifold():
                 return self.ifold(t)
+            case ir.TupleOf(items, ty, dest, written):
+                values = tuple(self.atom(a) for a in items)
+                if dest == ir.Bullet():
+                    return values
+                return tuple(v if k in written else self.write(v, t, out)
+                             for k, (v, t, out) in enumerate(zip(values, ty.items, self.ref(dest, None))))
+            case ir.Proj(tup, index):
+                return self.atom(tup)[index]
             case ir.Copy(dest, src, n, elem):
                 out, a = self.ref(dest, elem), self.atom(src)
                 self.arena.copy(out, a.ptr, self.num(n), elem)
                 return out
             case ir.Call(fn, dest, args, ty, offset):
                 callee = self.program.kernels[fn]
-                out = self.ref(dest, element_scalar(ty)) if isinstance(ty, ArrayT) else None
+                out = self.ref(dest, element_scalar(ty) if isinstance(ty, ArrayT) else None) \
+                    if isinstance(ty, (ArrayT, TupleT)) else None
                 frame = _Frame(self.program, callee, self.arena, self.base + self.num(offset))
                 result = frame.enter([self.atom(a) for a in args], out)
                 return out if isinstance(ty, ArrayT) else result
         raise AssertionError(t)
+
+    def write(self, value, ty, out):
+        """Store one component of a tuple at ``out`` (an array is copied; a scalar stays a value)."""
+        if isinstance(ty, TupleT):
+            return tuple(self.write(v, t, o) for v, t, o in zip(value, ty.items, out))
+        if isinstance(value, ArrayVal):
+            if out is not None:  # None: a view of a tuple, nothing to write
+                self.arena.copy(out, value.ptr, int(np.prod(value.dims, dtype=np.int64)), value.elem)
+                return ArrayVal(out, value.elem, value.dims)
+        return value
+
+    def tuple_ifold(self, t: ir.Ifold):
+        """A tuple state: per array component two buffers that trade places, scalars as values."""
+        n = self.num(t.count) if not isinstance(t.count, (Var, Lit)) else self.atom(t.count)
+
+        def buffers(entry, which):
+            if entry is None:
+                return None
+            if isinstance(entry[0], str):
+                return self.regions[entry[which]]
+            return tuple(buffers(e, which) for e in entry)
+
+        def at(value, ptrs):  # the state's arrays as they lie in the buffers ``ptrs``
+            if isinstance(value, tuple):
+                return tuple(at(v, p) for v, p in zip(value, ptrs))
+            return ArrayVal(ptrs, value.elem, value.dims) if isinstance(value, ArrayVal) else value
+
+        pair = (buffers(t.buffers, 0), buffers(t.buffers, 1))
+        state = at(self.run(t.init), pair[0])
+        for k in range(n):
+            self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
+            self.writing[t.state] = pair[(k + 1) % 2]
+            state = at(self.run(t.body), pair[(k + 1) % 2])
+        return self.write(state, t.ty, self.ref(t.dest, None))
 
     def array(self, rhs: ir.Term, value, dims) -> ArrayVal:
         if isinstance(value, ArrayVal):
@@ -234,7 +285,10 @@ class _Frame:
             holds = c.cond.xreplace({s: sympy.Integer(self.sizes[s.name]) for s in c.cond.free_symbols})
             if not bool(holds):
                 raise ValueError(f"{c.param}: {c.message}")
-        if out is not None:
+        if isinstance(k.result, TupleT):
+            for (suffix, _, _), ptr in zip(result_components(k.result, k.result_dims), out):
+                self.regions[f"{k.dest}{suffix}"] = ptr
+        elif out is not None:
             self.regions[k.dest] = out
         return self.run(k.body)
 
@@ -262,6 +316,7 @@ class Run:
 def run_kernel(program: ir.Program, name: str, args: list) -> Run:
     """Run kernel ``name`` on numpy arrays / Python scalars, as the generated C would."""
     k = program.kernels[name]
+    args = _flat(args)  # a tuple parameter is passed as its components
     values = []
     sizes: dict = {}
     for (pname, ty, dims), a in zip(k.params, args):
@@ -277,12 +332,31 @@ def run_kernel(program: ir.Program, name: str, args: list) -> Run:
     probe.sizes = sizes
     scratch = probe.num(k.scratch)
     arena = Arena(scratch)
-    out = None
-    if isinstance(k.result, ArrayT):
-        dims = tuple(probe.num(d) for d in k.result_dims)
-        out = to_memory(np.zeros(dims), element_scalar(k.result))
+    outputs = []
+    for _, ty, dims in result_components(k.result, k.result_dims):
+        dims = tuple(probe.num(d) for d in dims)
+        outputs.append((ty, dims, to_memory(np.zeros(dims), element_scalar(ty)) if isinstance(ty, ArrayT) else None))
     frame = _Frame(program, k, arena, 0)
+    if isinstance(k.result, TupleT):
+        values = frame.enter(values, tuple(out for _, _, out in outputs))
+        leaves = iter(_leaves(values))
+        result = assemble(k.result, iter(
+            out.mem.view(NUMPY_DTYPE[element_scalar(ty)]).reshape(dims).copy() if out is not None else next(leaves)
+            for ty, dims, out in outputs))
+        return Run(result, arena.high_water, scratch)
+    ((ty, dims, out),) = outputs
     result = frame.enter(values, out)
     if out is not None:
         result = out.mem.view(NUMPY_DTYPE[element_scalar(k.result)]).reshape(dims).copy()
     return Run(result, arena.high_water, scratch)
+
+
+def _flat(args) -> list:
+    return [leaf for a in args for leaf in (_flat(a) if isinstance(a, tuple) else [a])]
+
+
+def _leaves(value) -> list:
+    """The scalar components of a tuple value, in order (array components skipped)."""
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [] if isinstance(value, ArrayVal) else [value]

@@ -41,6 +41,10 @@ Terms:
       refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
       after the loop the current buffer is copied to dest (a single copy, none per iteration).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
+  TupleOf(items, ty, dest, written) a tuple of atoms; in result position each component is written
+                                   to its own destination (an array component is copied), but
+                                   those in ``written`` (written there by their let already)
+  Proj(tup, index, ty)             component ``index`` of a tuple atom: a scalar, or a view
   Call(fn, dest, args, ty, scratch_offset)
                                    call of a DPS kernel: result into dest (Bullet for scalars);
                                    array arguments pass their dims along (from where they are bound)
@@ -50,6 +54,10 @@ Refs:
   Bullet()                          • : no storage (scalar-valued term)
   Offset(base, elems)               base + elems (sympy expr over size symbols and index vars)
   StateDest(ifold_state)            the buffer the current iteration of that ifold writes
+  RTuple(items)                     one destination per component of a tuple (• for a scalar one)
+
+A tuple-state ifold's ``buffers`` mirror its state's type: per component a pair of regions
+(an array), None (a scalar, kept in two C variables by the back end), or the entry of a tuple.
 
 A DPS kernel: Kernel(name, dest, params, result, result_dims, body, sizes, constraints, scratch)
   - params: (name, type, dims) with dims a tuple of sympy Symbols for array params, () else
@@ -98,6 +106,11 @@ class StateDest(Ref):
     state: str
 
 
+@dataclass(frozen=True)
+class RTuple(Ref):
+    items: tuple  # Ref per component
+
+
 class Term:
     pass
 
@@ -126,6 +139,21 @@ class Get(Term):
     ty: Type
     checked: bool = False  # True: index not proven in range, the generated code checks it
     loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class TupleOf(Term):
+    items: tuple  # atoms
+    ty: Type
+    dest: Ref = Bullet()  # where it is written (• where it is only a view, the rhs of a let)
+    written: frozenset = frozenset()  # components a let already wrote into their destination
+
+
+@dataclass(frozen=True)
+class Proj(Term):
+    tup: Atom
+    index: int
+    ty: Type
 
 
 @dataclass(frozen=True)
@@ -185,7 +213,7 @@ class Ifold(Term):
     init: Term
     count: sympy.Expr | Atom
     ty: Type
-    buffers: tuple[str, str] | None = None
+    buffers: tuple | None = None  # (b0, b1) for an array state; per component for a tuple state
     dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
 
 
@@ -233,3 +261,12 @@ class Kernel:
 class Program:
     kernels: dict  # name -> Kernel, callees before callers
     entry: str
+
+
+def buffer_names(buffers) -> tuple:
+    """The region names in an ifold's ``buffers`` (array or tuple state), in order."""
+    if buffers is None:
+        return ()
+    if isinstance(buffers, str):
+        return (buffers,)
+    return tuple(name for entry in buffers for name in buffer_names(entry))

@@ -48,6 +48,11 @@ class _Printer:
                 return f"{p.symbol}({', '.join(atom(a) for a in args)})"
             case ir.Get(arr, idx, _, checked):
                 return f"{atom(arr)}[{atom(idx)}]{'!' if checked else ''}"
+            case ir.TupleOf(items, _, dest, written):
+                shown = ", ".join(f"{atom(a)}✓" if k in written else atom(a) for k, a in enumerate(items))
+                return f"({shown})" if dest == ir.Bullet() else f"write {ref(dest)} ({shown})"
+            case ir.Proj(tup, index):
+                return f"{atom(tup)}.{index}"
             case ir.CardOf(value):
                 return str(value)
             case ir.Let(name, rhs, body, _, dims):
@@ -67,7 +72,7 @@ class _Printer:
             case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims):
                 if dims:
                     self.dims[s] = dims
-                bufs = f" [{' '.join(buffers)}]" if buffers else ""
+                bufs = f" [{' '.join(ir.buffer_names(buffers))}]" if buffers else ""
                 count = atom(n) if isinstance(n, (Var, Lit)) else card(n)
                 return (f"ifold {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
                         f"{pad}  ({self.term(init, indent + 1)}) {count}")
@@ -102,6 +107,8 @@ def ref(r: ir.Ref) -> str:
             return "•"
         case ir.Offset(base, elems):
             return f"({ref(base)} + {elems})"
+        case ir.RTuple(items):
+            return f"⟨{', '.join(ref(r) for r in items)}⟩"
         case ir.StateDest(state):
             return f"next({state})"
     raise AssertionError(r)

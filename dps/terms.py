@@ -28,9 +28,15 @@ def children(t: ir.Term, f) -> ir.Term:
 def map_refs(t: ir.Term, f) -> ir.Term:
     """``t`` with ``f`` applied to every destination ref in it."""
     match t:
-        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call():
-            t = replace(t, dest=f(t.dest))
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
+            t = replace(t, dest=_map_ref(t.dest, f))
     return children(t, lambda u: map_refs(u, f))
+
+
+def _map_ref(ref: ir.Ref, f) -> ir.Ref:
+    if isinstance(ref, ir.RTuple):
+        return ir.RTuple(tuple(_map_ref(r, f) for r in ref.items))
+    return f(ref)
 
 
 def subterms(t: ir.Term):
@@ -61,15 +67,15 @@ def regions_used(t: ir.Term) -> set[str]:
 
     map_refs(t, see)
     for u in subterms(t):
-        if isinstance(u, ir.Ifold) and u.buffers:
-            used.update(u.buffers)
+        if isinstance(u, ir.Ifold):
+            used.update(ir.buffer_names(u.buffers))
     return used
 
 
 def ifold_buffers(t: ir.Term) -> set[str]:
     """The regions that array-state ifolds in ``t`` double-buffer (named, not ref'd, by the
     ifold: they cannot be moved into another region)."""
-    return {b for u in subterms(t) if isinstance(u, ir.Ifold) and u.buffers for b in u.buffers}
+    return {b for u in subterms(t) if isinstance(u, ir.Ifold) for b in ir.buffer_names(u.buffers)}
 
 
 def rebase(t: ir.Term, region: str, base: ir.Ref, shift: sympy.Expr) -> ir.Term:
@@ -110,6 +116,11 @@ def names_used(t: ir.Term) -> set[str]:
             case ir.Get(arr, idx):
                 atom(arr)
                 atom(idx)
+            case ir.TupleOf(items):
+                for a in items:
+                    atom(a)
+            case ir.Proj(tup):
+                atom(tup)
             case ir.CardOf(value):
                 size(value)
             case ir.If(c):

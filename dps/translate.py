@@ -20,9 +20,9 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.types import ArrayT, Card, Index, element_scalar
+from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from shape import sizes as shape_sizes
-from shape.ir import CIRC, ShapeProgram, dims_of
+from shape.ir import CIRC, ShapeProgram, TupleShape, dims_of
 from shape.translate import kernel_functions, shape_of, shp
 
 from . import ir
@@ -38,6 +38,13 @@ def loop_symbol(name: str) -> sympy.Symbol:
     return shape_sizes.size_symbol(name)
 
 
+def component_dims(ty, shape_value):
+    """The dims of a value of type ``ty`` (a tuple: a tuple of its components' dims)."""
+    if isinstance(ty, TupleT):
+        return tuple(component_dims(t, v) for t, v in zip(ty.items, shape_value.items))
+    return dims_of(shape_value)
+
+
 class _KernelTranslator:
     def __init__(self, k: core.KernelDef, functions: dict, kernels: dict, shapes: ShapeProgram):
         self.k = k
@@ -49,9 +56,10 @@ class _KernelTranslator:
         self.params = tuple((n, t, dims_of(v) if isinstance(t, ArrayT) else ())
                             for (n, t), v in zip(k.params, sk.param_shapes))
         self.sizes = sk.sizes
-        self.result_dims = dims_of(sk.result)
+        self.result_dims = component_dims(k.result, sk.result)
         self.bounds = Bounds(self.params)
         self.regions = 0
+        self.in_place: set = set()  # arrays written straight into their component of a tuple result
 
     def region(self) -> str:
         self.regions += 1
@@ -108,8 +116,27 @@ class _KernelTranslator:
             case core.Var(name, ty) if isinstance(ty, ArrayT):
                 dims = self.dims[name]
                 return ir.Copy(r, e, count(dims), element_scalar(ty))  # D-VarVector
+            case core.Var(_, TupleT() as ty) if r != ir.Bullet():
+                # D-VarVector of a tuple: each component (a view) written to its destination
+                parts = [(self.fresh_view(), core.Proj(e, k, t)) for k, t in enumerate(ty.items)]
+                term: ir.Term = ir.TupleOf(tuple(core.Var(v, part.ty) for v, part in parts), ty, r)
+                for view, part in reversed(parts):
+                    dims = dims_of(self.shape(part)) if isinstance(part.ty, ArrayT) else ()
+                    term = ir.Let(view, ir.Proj(e, part.index, part.ty), term, part.ty, dims)
+                return term
             case core.Var() | core.Lit():
                 return ir.Atom_(e)  # D-VarScalar
+            case core.Tuple(items, ty):
+                # a component some let already wrote in place is not written again
+                return ir.TupleOf(items, ty, r, frozenset(k for k, a in enumerate(items)
+                                                          if isinstance(a, core.Var) and a.name in self.in_place))
+            case core.Proj(tup, index, ty) if isinstance(ty, ArrayT):
+                view = self.fresh_view()
+                dims = dims_of(self.shape(e))
+                return ir.Let(view, ir.Proj(tup, index, ty), ir.Copy(r, core.Var(view, ty), count(dims),
+                                                                      element_scalar(ty)), ty, dims)
+            case core.Proj(tup, index, ty):
+                return ir.Proj(tup, index, ty)
             case core.PrimApp(op, args, ty):
                 if ty == Card:
                     v = self.shape(e)
@@ -151,6 +178,8 @@ class _KernelTranslator:
                 with self.bounds.loop(loop_symbol(i), n):
                     body_term = self.term(body, dest)
                 return ir.Build(r, n, i, body_term, ty, strategy=e.strategy)
+            case core.Ifold(core.Lam(((s, _), (i, _))), init, n, TupleT() as ty):
+                return self.tuple_ifold(e, s, i, init, n, ty, r)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, ty):
                 return self.ifold(e, s, i, init, n, ty, r)
         raise AssertionError(f"not in ANF: {e!r}")
@@ -173,9 +202,19 @@ class _KernelTranslator:
     def let(self, name, rhs, body, r: ir.Ref) -> ir.Term:
         ty = rhs.ty
         shape_value = self.shape(rhs)
-        if isinstance(ty, ArrayT) and isinstance(body, core.Var) and body.name == name \
-                and not isinstance(rhs, (core.Var, core.Get)):
+        if isinstance(ty, (ArrayT, TupleT)) and isinstance(body, core.Var) and body.name == name \
+                and not isinstance(rhs, (core.Var, core.Get, core.Proj, core.Tuple)):
             return self.term(rhs, r)  # the result is x: write e1 into the destination directly
+        if isinstance(ty, TupleT):
+            return self.tuple_let(name, rhs, body, shape_value, r)
+        component = _in_place_component(name, body) if isinstance(r, ir.RTuple) else None
+        if isinstance(ty, ArrayT) and component is not None and isinstance(r.items[component], (ir.RVar, ir.Offset)) \
+                and not isinstance(rhs, (core.Var, core.Get, core.Proj)):
+            # the result is a tuple with x as a component: write e1 into that destination directly
+            self.in_place.add(name)
+            rhs_term = self.term(rhs, r.items[component])
+            self.bind(name, ty, shape_value, rhs)
+            return ir.Let(name, rhs_term, self.term(body, r), ty, dims_of(shape_value))
         region = self.region()
         dims = dims_of(shape_value)
         match rhs:
@@ -184,12 +223,77 @@ class _KernelTranslator:
             case core.Get(arr, idx) if isinstance(ty, ArrayT):
                 checked = self.bounds.read(arr.name, self.dims[arr.name][0], self.index_value(idx))
                 rhs_term = ir.Get(arr, idx, ty, checked, rhs.loc)  # a view: no storage, no copy
+            case core.Proj(tup, index) if isinstance(ty, ArrayT):
+                rhs_term = ir.Proj(tup, index, ty)  # a view of the tuple's component
             case _:
                 rhs_term = self.term(rhs, ir.RVar(region))
         self.bind(name, ty, shape_value, rhs)
         let = ir.Let(name, rhs_term, self.term(body, r), ty, dims)  # ty: the type of x
         n = count(dims) if isinstance(ty, ArrayT) else sympy.Integer(0)
         return ir.Alloc(region, element_scalar(ty), n, let, dims=dims)  # D-Let
+
+    def tuple_let(self, name, rhs, body, shape_value, r: ir.Ref) -> ir.Term:
+        """``let t = e1 in e2`` of a tuple: a tuple of atoms, a variable or a component is a view
+        (no storage); anything else writes into one region per array component (scalar
+        components are values, D-Let's empty allocation)."""
+        ty = rhs.ty
+        self.shapes[shp(name)] = shape_value
+        if isinstance(rhs, (core.Var, core.Tuple, core.Proj)):
+            return ir.Let(name, self.term(rhs, ir.Bullet()), self.term(body, r), ty)
+        allocs: list = []
+        dest = self.tuple_dest(ty, shape_value, allocs)
+        let = ir.Let(name, self.term(rhs, dest), self.term(body, r), ty)
+        return self.allocated(allocs, let)
+
+    def tuple_dest(self, ty, shape_value, allocs: list, buffers: list | None = None) -> ir.Ref:
+        """The destination of a tuple value: a new region per array component (appended to
+        ``allocs`` as (region, elem, dims)), • per scalar one."""
+        if isinstance(ty, TupleT):
+            return ir.RTuple(tuple(self.tuple_dest(t, v, allocs) for t, v in zip(ty.items, shape_value.items)))
+        if isinstance(ty, ArrayT):
+            region = self.region()
+            allocs.append((region, element_scalar(ty), dims_of(shape_value)))
+            return ir.RVar(region)
+        return ir.Bullet()
+
+    @staticmethod
+    def allocated(allocs: list, t: ir.Term) -> ir.Term:
+        for region, elem, dims in reversed(allocs):
+            t = ir.Alloc(region, elem, count(dims), t, dims=dims)
+        return t
+
+    def tuple_ifold(self, e, s, i, init, n, ty, r: ir.Ref) -> ir.Term:
+        """An ifold whose state is a tuple: every array component double-buffered (two regions,
+        as for an array state), every scalar component kept by the back end; the body writes
+        the next state one component at a time."""
+        state_shape = self.shape(e)
+        count_value = self.value(n)
+        counter = count_value if count_value is not None else n
+        self.shapes[shp(i)] = CIRC
+        self.shapes[shp(s)] = state_shape
+        self.values[i] = loop_symbol(i)
+        allocs: list = []
+
+        def buffers(t, v):
+            if isinstance(t, TupleT):
+                return tuple(buffers(x, y) for x, y in zip(t.items, v.items))
+            if isinstance(t, ArrayT):
+                pair = (self.region(), self.region())
+                allocs.extend((b, element_scalar(t), dims_of(v)) for b in pair)
+                return pair
+            return None
+
+        entries = buffers(ty, state_shape)
+
+        def first(entry, t):
+            if isinstance(t, TupleT):
+                return ir.RTuple(tuple(first(x, y) for x, y in zip(entry, t.items)))
+            return ir.RVar(entry[0]) if isinstance(t, ArrayT) else ir.Bullet()
+
+        init_term = self.term(init, first(entries, ty))
+        with self.bounds.loop(loop_symbol(i), count_value):
+            body = self.term(e.fn.body, ir.StateDest(s))
+        return self.allocated(allocs, ir.Ifold(r, s, i, body, init_term, counter, ty, entries))
 
     def ifold(self, e, s, i, init, n, ty, r: ir.Ref) -> ir.Term:
         state_shape = self.shape(e)
@@ -217,10 +321,30 @@ class _KernelTranslator:
 
     def kernel(self) -> ir.Kernel:
         k = self.k
-        dest = ir.RVar("out") if isinstance(k.result, ArrayT) else ir.Bullet()
-        body = self.term(k.body, dest)
+        body = self.term(k.body, result_dest(k.result, "out"))
         return ir.Kernel(k.name, "out", self.params, k.result, self.result_dims, body, self.sizes,
                          self.bounds.constraints())
+
+
+def _in_place_component(name: str, body: core.Expr) -> int | None:
+    """The component of the tuple that ``body`` ends in (after its lets) which is ``name``, where
+    ``name`` is used nowhere else; else None."""
+    while isinstance(body, core.Let):
+        if name in core.free_vars(body.rhs):
+            return None
+        body = body.body
+    if isinstance(body, core.Tuple):
+        uses = [k for k, a in enumerate(body.items) if isinstance(a, core.Var) and a.name == name]
+        return uses[0] if len(uses) == 1 else None
+    return None
+
+
+def result_dest(ty, dest: str) -> ir.Ref:
+    """The kernel's destination: ``out`` for an array, • for a scalar, and for a tuple one
+    destination per component (``out_0``, ``out_1_0``, ...: the C ABI's out-parameters)."""
+    if isinstance(ty, TupleT):
+        return ir.RTuple(tuple(result_dest(t, f"{dest}_{k}") for k, t in enumerate(ty.items)))
+    return ir.RVar(dest) if isinstance(ty, ArrayT) else ir.Bullet()
 
 
 def _callees(e: core.Expr) -> set:

@@ -8,6 +8,11 @@ The C ABI of an exported kernel ``K`` (all integers are ``int64_t``):
     int64_t K_scratch_bytes(<sizes>);                  /* exact peak arena bytes of one call */
     int     K_check_sizes(<sizes>);                    /* 0, or 1 + index of the first failed constraint */
 
+A kernel whose result is a tuple has one out-parameter per component instead of ``out``, in
+order (``T0 *restrict out_0, T1 *restrict out_1``; nested tuples flattened: ``out_1_0``), and one
+shape function per component (``K_shape_0``, ...).  A tuple parameter is passed as its
+components, each a parameter of its own (``p_0``, ``p_1``).
+
 ``<params>``: per parameter in order, an array ``const T *restrict a, int64_t a_d0, ..., a_d{r-1}``
 or a scalar ``T x``; T is double/float/int64_t/bool.  ``out`` points at the result buffer (an
 array) or at one scalar.  ``<sizes>``: the kernel's size symbols in ``KernelInterface.sizes``
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .types import Type
+from .types import TupleT, Type
 
 STATUS = {
     0: "ok",
@@ -55,7 +60,21 @@ class KernelInterface:
     sizes: tuple  # SizeSource, in the order of the <sizes> arguments
     constraints: tuple  # Constraint, in K_check_sizes numbering
     scratch_formula: str  # sympy text of the scratch bytes, for display
-    result_dims: tuple  # sympy text of each result dim, for display
+    result_dims: tuple  # sympy text of each result dim, for display (a tuple: per component)
+
+    @property
+    def outputs(self) -> list:
+        """(C name suffix, type, dims) per out-parameter (``result_components``)."""
+        return result_components(self.result, self.result_dims)
+
+
+def result_components(result: Type, dims: tuple, suffix: str = "") -> list:
+    """(C name suffix, type, dims) of each out-parameter of a kernel with this result: one for a
+    non-tuple (suffix ""), one per component of a tuple (``_0``, ``_1_0``, ...)."""
+    if isinstance(result, TupleT):
+        return [c for k, (t, d) in enumerate(zip(result.items, dims))
+                for c in result_components(t, d, f"{suffix}_{k}")]
+    return [(suffix, result, tuple(dims))]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ def checked(value):
     """``value`` with bounds-checked indexing where it is an array."""
     if isinstance(value, np.ndarray) and not isinstance(value, CheckedArray):
         return value.view(CheckedArray)
+    if isinstance(value, tuple):
+        return tuple(checked(item) for item in value)
     return value
 
 
@@ -37,6 +39,8 @@ def plain(value):
         return np.asarray(value).view(np.ndarray)
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
     return value
 
 

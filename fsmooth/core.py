@@ -8,7 +8,7 @@ checked against the reference.
 Forms:
   x | literal | prim(op, args) | if c then a else b | let x = e1 in e2
   | λ x̄. e | f(ē) (call of a named kernel) | e0 ē (application of a function value)
-  | build n f | ifold f z n | length a | a[i]
+  | build n f | ifold f z n | length a | a[i] | (e, ..., e) | e.k (projection of a tuple)
 ``and``/``or`` are desugared to ``if`` by the front end (they short-circuit).
 """
 from __future__ import annotations
@@ -139,6 +139,23 @@ class Get(Expr):
 
 
 @dataclass(frozen=True)
+class Tuple(Expr):
+    items: tuple[Expr, ...]
+    ty: Type  # TupleT
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Proj(Expr):
+    """Component ``index`` (a constant) of a tuple."""
+
+    tup: Expr
+    index: int
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
 class KernelDef:
     """A top-level function: ``name = λ params. body`` with annotated types."""
 
@@ -209,12 +226,16 @@ def show(e: Expr, indent: int = 0) -> str:
             return f"length {_atomic(arr, indent)}"
         case Get(arr, idx):
             return f"{_atomic(arr, indent)}[{show(idx, indent)}]"
+        case Tuple(items):
+            return f"({', '.join(show(a, indent) for a in items)}{',' * (len(items) == 1)})"
+        case Proj(tup, index):
+            return f"{_atomic(tup, indent)}.{index}"
     raise AssertionError(e)
 
 
 def _atomic(e: Expr, indent: int) -> str:
     s = show(e, indent)
-    if isinstance(e, (Var, Lit, Lam, Get)) or (isinstance(e, PrimApp) and prims.PRIMS[e.op].infix):
+    if isinstance(e, (Var, Lit, Lam, Get, Tuple, Proj)) or (isinstance(e, PrimApp) and prims.PRIMS[e.op].infix):
         return s
     return f"({s})"
 
@@ -293,6 +314,10 @@ def interpret(e: Expr, env: dict, program: Program | None = None):
                 raise IndexError(f"index {i} out of range for an array of length {a.shape[0]}")
             v = a[i]
             return v if isinstance(v, np.ndarray) else v.item()
+        case Tuple(items):
+            return tuple(interpret(a, env, program) for a in items)
+        case Proj(tup, index):
+            return interpret(tup, env, program)[index]
     raise AssertionError(f"cannot interpret {e!r}")
 
 
@@ -309,8 +334,10 @@ def free_vars(e: Expr) -> frozenset[str]:
             return frozenset([name])
         case Lit():
             return frozenset()
-        case PrimApp(_, args) | Call(_, args):
+        case PrimApp(_, args) | Call(_, args) | Tuple(args):
             return frozenset().union(*(free_vars(a) for a in args))
+        case Proj(tup):
+            return free_vars(tup)
         case If(c, a, b):
             return free_vars(c) | free_vars(a) | free_vars(b)
         case Let(name, rhs, body):

@@ -52,8 +52,10 @@ def build_executable(kernel):
     """Compile (or fetch from the cache) the C of ``kernel`` and return its runtime handle."""
     from .runtime import Executable, load_library
 
-    artifact = compile_to_c(kernel.program(), kernel.options)
-    return Executable(artifact.interfaces[kernel.name], load_library(artifact), kernel.options.check_arena)
+    program = kernel.program()
+    artifact = compile_to_c(program, kernel.options)
+    return Executable(artifact.interfaces[kernel.name], load_library(artifact), kernel.options.check_arena,
+                      program.main.params)
 
 
 def opencl_options(options: Options) -> Options:

@@ -31,10 +31,10 @@ from . import prims
 from . import strategies
 from . import typecheck as tc
 from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
-                   PrimApp, Program, Var)
+                   PrimApp, Program, Proj, Tuple, Var)
 from .errors import CompileError, Loc
 from .kernel import Kernel
-from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, Type
+from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type
 
 
 def parse_program(kernel: Kernel) -> Program:
@@ -120,7 +120,6 @@ _UNSUPPORTED_EXPRESSIONS = {
     ast.DictComp: "dict comprehensions are not part of F̃: use build",
     ast.GeneratorExp: "generator expressions are not part of F̃: use build or ifold",
     ast.List: "list displays are not part of F̃: use build",
-    ast.Tuple: "tuples are not part of F̃",
     ast.Dict: "dicts are not part of F̃",
     ast.Set: "sets are not part of F̃",
     ast.JoinedStr: "f-strings are not part of F̃",
@@ -220,7 +219,7 @@ class _Source:
         for arg in args.args:
             if arg.annotation is None:
                 raise CompileError(f"parameter {arg.arg} of kernel {self.kernel.name} has no type "
-                                   "annotation (Double, Float, Index, Card, Bool, Array[T] or "
+                                   "annotation (Double, Float, Index, Card, Bool, Array[T], tuple[A, B, ...] or "
                                    "Callable[[...], T])", self.loc(arg))
             params.append((arg.arg, self.annotation(arg.annotation, arg.arg, function_ok=True)))
         if self.fdef.returns is None:
@@ -243,7 +242,8 @@ class _Source:
         t = _annotation_type(value)
         if t is None:
             raise CompileError(f"unsupported annotation {_describe(value)}: use Double, Float, Index, "
-                               "Card, Bool, Array[T] or Callable[[...], T]", self.loc(node))
+                               "Card, Bool, Array[T] (of scalars or arrays), tuple[A, B, ...] or "
+                               "Callable[[...], T]", self.loc(node))
         if isinstance(t, FunT) and not function_ok:
             if key is None:
                 raise CompileError(f"a name cannot be declared a function ({t}): bind it with "
@@ -274,6 +274,11 @@ def _annotation_type(value) -> Type | None:
     try:
         origin, args = typing.get_origin(value), typing.get_args(value)
     except Exception:  # an arbitrary user object in an annotation
+        return None
+    if origin is tuple and args and Ellipsis not in args:
+        items = tuple(_annotation_type(a) for a in args)
+        if all(t is not None and tc.is_data(t) for t in items):
+            return TupleT(items)
         return None
     if origin is collections.abc.Callable and len(args) == 2 and isinstance(args[0], (list, tuple)):
         params = tuple(_annotation_type(a) for a in args[0])
@@ -361,8 +366,8 @@ class _KernelTranslator:
         # Names bound by the body itself; a lambda parameter that repeats one is renamed.
         self.binders = {a.arg for a in fdef.args.args}
         self.binders |= {t.id for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                         if isinstance(t, ast.Name)}
+                         for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                         for t in ast.walk(target) if isinstance(t, ast.Name)}
 
     def loc(self, node: ast.AST) -> Loc:
         return self.src.loc(node)
@@ -397,6 +402,8 @@ class _KernelTranslator:
             case ast.Assign(targets=targets, value=value):
                 if len(targets) != 1:
                     raise self.error("chained assignment `a = b = e` is not part of F̃", stmt)
+                if isinstance(targets[0], ast.Tuple):
+                    return self.unpack(stmt, targets[0], value, rest, env, end, missing)
                 name = self.binding_target(targets[0], env)
                 return self.let(stmt, name, value, None, rest, env, end, missing)
             case ast.AnnAssign(target=target, annotation=annotation, value=value):
@@ -444,8 +451,10 @@ class _KernelTranslator:
                 raise self.error("assignment to an array element: F̃ arrays are immutable (use build)", target)
             case ast.Attribute():
                 raise self.error("assignment to an attribute is not part of F̃", target)
-            case ast.Tuple() | ast.List():
-                raise self.error("unpacking assignment is not part of F̃: bind one name per `=`", target)
+            case ast.Tuple():
+                raise self.error("an annotated assignment binds one name: unpack without the annotation", target)
+            case ast.List():
+                raise self.error("unpacking into a list is not part of F̃: write `a, b = e`", target)
         raise self.error(f"assignment to {type(target).__name__} is not part of F̃", target)
 
     def let(self, stmt: ast.stmt, name: str, value: ast.expr, declared: Type | None,
@@ -470,6 +479,42 @@ class _KernelTranslator:
             rhs = conformed
         body = self.block(rest, {**env, name: _Local(name, rhs.ty)}, end, missing)
         return Let(name, rhs, body, body.ty, self.loc(stmt))
+
+    def unpack(self, stmt: ast.stmt, target: ast.Tuple, value: ast.expr, rest: list[ast.stmt], env: dict,
+               end: ast.AST, missing: str) -> Expr:
+        """``a, (b, c) = e``: ``let t = e in let a = t.0 in let b = t.1.0 in ...`` (``_`` binds nothing)."""
+        if self.is_function_name(value, env) or isinstance(value, ast.Lambda):
+            raise self.error("a function cannot be unpacked", value)
+        rhs = self.expr(value, env)
+        loc = self.loc(stmt)
+        whole = self.fresh_binder("tuple")
+        bindings: list[tuple[str, Expr]] = []
+
+        def collect(node: ast.expr, part: Expr):
+            if isinstance(node, ast.Tuple):
+                if not isinstance(part.ty, TupleT):
+                    raise self.error(f"cannot unpack {_a(part.ty)}: only a tuple can be unpacked", node)
+                if any(isinstance(n, ast.Starred) for n in node.elts):
+                    raise self.error("starred unpacking `a, *b = e` is not part of F̃", node)
+                if len(node.elts) != len(part.ty.items):
+                    raise self.error(f"cannot unpack a tuple of {len(part.ty.items)} into "
+                                     f"{len(node.elts)} names", node)
+                for k, (sub, ty) in enumerate(zip(node.elts, part.ty.items)):
+                    collect(sub, Proj(part, k, ty, self.loc(sub)))
+                return
+            if isinstance(node, ast.Name) and node.id == "_":
+                return
+            name = self.binding_target(node, env)
+            if any(name == bound for bound, _ in bindings):
+                raise self.error(f"{name} is bound twice in this unpacking: F̃ names are bound once", node)
+            bindings.append((name, part))
+
+        collect(target, Var(whole, rhs.ty, loc))
+        inner = {**env, **{name: _Local(name, part.ty) for name, part in bindings}}
+        body = self.block(rest, inner, end, missing)
+        for name, part in reversed(bindings):
+            body = Let(name, part, body, body.ty, part.loc)
+        return Let(whole, rhs, body, body.ty, loc)
 
     def result(self, value: ast.expr, env: dict) -> Expr:
         if isinstance(value, ast.Lambda) or self.is_function_name(value, env):
@@ -536,6 +581,16 @@ class _KernelTranslator:
                 cond = self.condition(test, env, "the condition of a conditional expression")
                 a, b, t = tc.unify_branches(self.expr(body, env), self.expr(orelse, env), loc)
                 return If(cond, a, b, t, loc)
+            case ast.Tuple(elts=elts):
+                for elt in elts:
+                    if isinstance(elt, ast.Starred):
+                        raise self.error("starred expressions are not part of F̃", elt)
+                    if isinstance(elt, ast.Lambda) or self.is_function_name(elt, env):
+                        raise self.error("a tuple holds values, not functions", elt)
+                if not elts:
+                    raise self.error("the empty tuple is not part of F̃", node)
+                items = tuple(self.expr(elt, env) for elt in elts)
+                return Tuple(items, TupleT(tuple(a.ty for a in items)), loc)
             case ast.Call():
                 return self.call(node, env)
             case ast.Subscript(value=value, slice=index):
@@ -594,6 +649,9 @@ class _KernelTranslator:
             if type(op) not in _COMPARE_OPS:
                 raise self.error(f"operator `{_UNSUPPORTED_OPERATORS[type(op)]}` is not part of F̃", node)
         values = [self.expr(o, env) for o in operands]
+        for operand, value in zip(operands, values):
+            if isinstance(value.ty, TupleT):
+                raise self.error(f"a tuple cannot be compared ({value.ty}): compare its components", operand)
         tests = [tc.comparison(_COMPARE_OPS[type(op)], values[k], values[k + 1], loc)
                  for k, op in enumerate(ops)]
         acc: Expr = tests[-1]
@@ -607,12 +665,29 @@ class _KernelTranslator:
         if isinstance(index, ast.Tuple):
             raise self.error("indexing with a tuple a[i, j] is not part of F̃: write a[i][j]", index)
         arr = self.expr(value, env)
+        if isinstance(arr.ty, TupleT):
+            return self.project(node, arr, index)
         if not isinstance(arr.ty, ArrayT):
-            raise self.error(f"only arrays can be indexed, not {_a(arr.ty)}", value)
+            raise self.error(f"only arrays and tuples can be indexed, not {_a(arr.ty)}", value)
         i = self.expr(index, env)
         if i.ty not in (Index, Card):
             raise self.error(f"an array index must be an Index or a Card, not {_a(i.ty)}", index)
         return Get(arr, i, arr.ty.elem, self.loc(node))
+
+    def project(self, node: ast.Subscript, tup: Expr, index: ast.expr) -> Expr:
+        """``t[k]`` of a tuple: ``k`` must be an integer written in the source (negative counts
+        from the end, as in Python)."""
+        k = index.value if isinstance(index, ast.Constant) else None
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(index.operand, ast.Constant):
+            k = -index.operand.value if type(index.operand.value) is int else None
+        if type(k) is not int:
+            raise self.error("a tuple index must be an integer constant such as t[0] (tuple components "
+                             "may have different types, so the index must be known when compiling)", index)
+        n = len(tup.ty.items)
+        if not -n <= k < n:
+            raise self.error(f"tuple index {k} out of range for a tuple of {n}", index)
+        k %= n
+        return Proj(tup, k, tup.ty.items[k], self.loc(node))
 
     # -- calls
     def call(self, node: ast.Call, env: dict) -> Expr:
@@ -716,6 +791,10 @@ class _KernelTranslator:
         size_node, fn_node = node.args
         size = self.card_size(size_node, env, "build size")
         fn = self.function(fn_node, env, (Index,), None)
+        if isinstance(fn.ty.result, TupleT):
+            raise self.error(f"build cannot make an array of tuples ({fn.ty.result}): build each component "
+                             "as an array of its own, e.g. xs = build(n, lambda i: x), "
+                             "ys = build(n, lambda i: y)", fn_node)
         return Build(size, fn, ArrayT(fn.ty.result), self.loc(node), strategy)
 
     def address_space(self, node: ast.Call, env: dict, space: str, dotted: str) -> Expr:
@@ -752,10 +831,7 @@ class _KernelTranslator:
         fn = self.function(fn_node, env, (init.ty, Index), None)
         returned = fn.ty.result
         if returned != init.ty:
-            widened = tc.conform(init, returned)
-            if widened is None and tc.is_numeric(init.ty) and tc.is_numeric(returned) \
-                    and tc.join(init.ty, returned) == returned:
-                widened = tc.cast(init, returned)
+            widened = tc.widen(init, returned)
             if widened is None:
                 raise self.error(f"the function of ifold returns {_a(returned)}, but the state is "
                                  f"{_a(init.ty)}", fn_node)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Var
+from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Proj, Tuple, Var
 from .simplify import children, map_children, substitute
 from .typecheck import conform
 
@@ -53,6 +53,10 @@ def inline_lets(e: Expr, into_reads: bool) -> Expr:
     match e:
         case Let(name, rhs, body) if isinstance(rhs, (Var, Lit)):
             return inline_lets(substitute(body, {name: rhs}), into_reads)
+        case Let(name, Tuple(items) as rhs, body, ty):
+            # a projection of a known tuple is its component (the tuple stays while used whole)
+            return map_children(Let(name, rhs, _project_known(body, name, items), ty, e.loc),
+                                lambda child: inline_lets(child, into_reads))
         case Let(name, Build() as rhs, body) if into_reads and _read_once(name, body) and not _stored(rhs):
             return inline_lets(_substitute_read(body, name, rhs), into_reads)
     return map_children(e, lambda child: inline_lets(child, into_reads))
@@ -89,3 +93,11 @@ def _substitute_read(e: Expr, name: str, build: Build) -> Expr:
         case Get(Var(arr), idx, ty) if arr == name:
             return Get(build, idx, ty, e.loc)
     return map_children(e, lambda child: _substitute_read(child, name, build))
+
+
+def _project_known(e: Expr, name: str, items: tuple) -> Expr:
+    """``e`` with each ``name.k`` replaced by ``items[k]``."""
+    match e:
+        case Proj(Var(tup), index) if tup == name:
+            return items[index]
+    return map_children(e, lambda child: _project_known(child, name, items))

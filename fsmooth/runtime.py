@@ -36,7 +36,8 @@ import numpy as np
 
 from . import cache
 from .artifact import STATUS, CArtifact, KernelInterface
-from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, Type, element_scalar, rank, type_str
+from .types import (C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, TupleT, Type, element_scalar,
+                    rank, type_str)
 
 SCRATCH_ALIGN = 64
 GUARD_BYTES = 256  # checked arenas: pattern bytes on either side of the scratch
@@ -171,8 +172,11 @@ def _expected(ty: Scalar) -> str:
 class Executable:
     """One exported kernel of a loaded library, callable on numpy arrays and Python scalars."""
 
-    def __init__(self, interface: KernelInterface, library, check_arena: bool = False):
+    def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = ()):
         self.interface = interface
+        # The parameters as the kernel declares them: a tuple parameter is passed to C as its
+        # components (the interface's parameters), so its argument is flattened first.
+        self._flatten = tuple_flattener(interface.name, signature)
         self.check_arena = check_arena
         self.last_high_water: int | None = None  # set by each checked call
         name = interface.name
@@ -180,7 +184,7 @@ class Executable:
         self._ffi = ffi
         self._library = library  # keeps the module alive as long as its functions are used
         self._kernel = getattr(lib, name)
-        self._shape = getattr(lib, f"{name}_shape")
+        self._shapes = tuple(getattr(lib, f"{name}_shape{suffix}") for suffix, _, _ in interface.outputs)
         self._scratch_bytes = getattr(lib, f"{name}_scratch_bytes")
         self._check_sizes = getattr(lib, f"{name}_check_sizes")
 
@@ -194,11 +198,12 @@ class Executable:
             for _, ty in interface.params)
         self._size_getter = size_getter(interface)
 
-        result_scalar = element_scalar(interface.result)
-        self._result_rank = rank(interface.result)
-        self._result_dtype = NUMPY_DTYPE[result_scalar]
-        self._result_type = ffi.typeof(f"{C_TYPE[result_scalar]}[]" if self._result_rank
-                                       else f"{C_TYPE[result_scalar]} *")
+        # Per out-parameter (one, or one per component of a tuple result): rank, dtype, cffi type.
+        self._outputs = tuple(
+            (rank(ty), NUMPY_DTYPE[element_scalar(ty)],
+             ffi.typeof(f"{C_TYPE[element_scalar(ty)]}[]" if rank(ty) else f"{C_TYPE[element_scalar(ty)]} *"))
+            for _, ty, _ in interface.outputs)
+        self._tuple_result = isinstance(interface.result, TupleT)
         self._dims_type = ffi.typeof("int64_t[]")
         self._plans: dict[tuple, tuple[tuple, int]] = {}
         self._per_thread = threading.local()  # scratch buffers: K runs without the GIL
@@ -210,6 +215,8 @@ class Executable:
     def _c_args(self, args: tuple) -> list:
         """The arguments of ``K`` after ``scratch`` and ``out``: the inputs checked and converted, each
         array as its buffer followed by its dims."""
+        if self._flatten is not None:
+            args = self._flatten(args)
         if len(args) != self._nparams:
             params = ", ".join(p for p, _ in self.interface.params)
             raise TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
@@ -234,11 +241,14 @@ class Executable:
         failed = self._check_sizes(*sizes)
         if failed:
             raise self._constraint_error(failed, sizes)
-        dims_out = self._ffi.new(self._dims_type, max(self._result_rank, 1))
-        self._shape(dims_out, *sizes)
-        dims = tuple(dims_out[i] for i in range(self._result_rank))
+        dims_out = self._ffi.new(self._dims_type, max([r for r, _, _ in self._outputs] + [1]))
+        dims = []
+        for shape, (result_rank, _, _) in zip(self._shapes, self._outputs):
+            shape(dims_out, *sizes)
+            dims.append(tuple(dims_out[i] for i in range(result_rank)))
+        dims = tuple(dims)
         nbytes = self._scratch_bytes(*sizes)
-        if any(d < 0 for d in dims) or nbytes < 0:
+        if any(d < 0 for ds in dims for d in ds) or nbytes < 0:
             raise RuntimeError(f"{self.interface.name}: the shape or scratch function returned a "
                                f"negative size for sizes {self._show_sizes(sizes)}")
         if len(self._plans) >= MEMO_LIMIT:
@@ -271,7 +281,7 @@ class Executable:
         return local.pointer
 
 
-    def _run_checked(self, nbytes: int, out, c_args: list) -> int:
+    def _run_checked(self, nbytes: int, outs: list, c_args: list) -> int:
         """Run ``K`` on a patterned scratch buffer between guards (the module docstring); its status."""
         total = GUARD_BYTES + nbytes + GUARD_BYTES
         raw = np.empty(total + SCRATCH_ALIGN, dtype=np.uint8)
@@ -282,7 +292,7 @@ class Executable:
         high, status = 0, 0
         for fill in (pattern, ~pattern):
             buffer[:] = fill
-            status = self._kernel(scratch, out, *c_args)
+            status = self._kernel(scratch, *outs, *c_args)
             written = np.flatnonzero(buffer != fill)
             outside = written[(written < GUARD_BYTES) | (written >= GUARD_BYTES + nbytes)]
             if outside.size:
@@ -301,18 +311,22 @@ class Executable:
         """Run the kernel: a numpy array for an array result, else a Python float/int/bool."""
         c_args = self._c_args(args)
         dims, nbytes = self._plan(self._size_getter(c_args))
-        if self._result_rank:
-            result = np.empty(dims, dtype=self._result_dtype)
-            out = self._ffi.from_buffer(self._result_type, result)
-        else:
-            out = self._ffi.new(self._result_type)
+        results, outs = [], []
+        for (result_rank, dtype, c_type), result_dims in zip(self._outputs, dims):
+            if result_rank:
+                results.append(np.empty(result_dims, dtype=dtype))
+                outs.append(self._ffi.from_buffer(c_type, results[-1]))
+            else:
+                outs.append(self._ffi.new(c_type))
+                results.append(outs[-1])
         if self.check_arena:
-            status = self._run_checked(nbytes, out, c_args)
+            status = self._run_checked(nbytes, outs, c_args)
         else:
-            status = self._kernel(self._scratch(nbytes), out, *c_args)
+            status = self._kernel(self._scratch(nbytes), *outs, *c_args)
         if status:
             raise_status(self.interface.name, status)
-        return result if self._result_rank else out[0]
+        values = [r if result_rank else r[0] for r, (result_rank, _, _) in zip(results, self._outputs)]
+        return assemble(self.interface.result, iter(values)) if self._tuple_result else values[0]
 
     __call__ = call
 
@@ -322,12 +336,56 @@ class Executable:
 
     def plan_for_sizes(self, sizes: dict) -> tuple[tuple, int]:
         """(result dims, scratch bytes) for the size symbols' values ``sizes`` (a dict by symbol),
-        after checking the kernel's size constraints (``ValueError``)."""
-        return self._plan(tuple(sizes[s.symbol] for s in self.interface.sizes))
+        after checking the kernel's size constraints (``ValueError``).  For a tuple result the
+        dims are a tuple of each component's dims."""
+        dims, nbytes = self._plan(tuple(sizes[s.symbol] for s in self.interface.sizes))
+        return self._result_dims(dims), nbytes
+
+    def _result_dims(self, dims: tuple):
+        return assemble(self.interface.result, iter(dims)) if self._tuple_result else dims[0]
 
     def result_dims(self, *args) -> tuple:
         """The dims of the result of a call with ``args``, without running it."""
-        return self._plan(self._size_getter(self._c_args(args)))[0]
+        return self._result_dims(self._plan(self._size_getter(self._c_args(args)))[0])
+
+
+def assemble(ty: Type, values):
+    """The value of type ``ty`` from its components in order (nested tuples of them)."""
+    if isinstance(ty, TupleT):
+        return tuple(assemble(t, values) for t in ty.items)
+    return next(values)
+
+
+def tuple_flattener(kernel: str, signature: tuple):
+    """A function from the arguments of a kernel with tuple parameters to the arguments of its C
+    function (each tuple replaced by its components, checked for length); None if it has none."""
+    if not any(isinstance(ty, TupleT) for _, ty in signature):
+        return None
+
+    def flatten(value, ty, where: str, out: list):
+        if not isinstance(ty, TupleT):
+            out.append(value)
+            return
+        if not isinstance(value, (tuple, list)):
+            raise TypeError(f"{kernel}: argument '{where}' must be a tuple of {len(ty.items)}, got "
+                            f"{_describe(value)}")
+        if len(value) != len(ty.items):
+            raise TypeError(f"{kernel}: argument '{where}' must be a tuple of {len(ty.items)}, got one "
+                            f"of {len(value)}")
+        for k, (item, t) in enumerate(zip(value, ty.items)):
+            flatten(item, t, f"{where}[{k}]", out)
+
+    def flatten_all(args: tuple) -> tuple:
+        if len(args) != len(signature):
+            params = ", ".join(p for p, _ in signature)
+            raise TypeError(f"{kernel}({params}) takes {len(signature)} argument"
+                            f"{'' if len(signature) == 1 else 's'}, got {len(args)}")
+        out: list = []
+        for value, (name, ty) in zip(args, signature):
+            flatten(value, ty, name, out)
+        return tuple(out)
+
+    return flatten_all
 
 
 def raise_status(kernel: str, status: int):

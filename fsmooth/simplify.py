@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import core
-from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var
+from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError
-from .types import FunT
+from .types import FunT, TupleT, leaves, path_suffix
 
 
 class NameSupply:
@@ -100,6 +100,10 @@ class _Inliner:
                 return Length(self.expr(arr, env), ty, e.loc)
             case Get(arr, idx, ty):
                 return Get(self.expr(arr, env), self.expr(idx, env), ty, e.loc)
+            case Tuple(items, ty):
+                return Tuple(tuple(self.expr(a, env) for a in items), ty, e.loc)
+            case Proj(tup, index, ty):
+                return Proj(self.expr(tup, env), index, ty, e.loc)
         raise AssertionError(e)
 
     def function(self, e: Expr, env: dict) -> _Closure:
@@ -122,7 +126,11 @@ class _Inliner:
     def apply(self, f: _Closure | _KernelRef, args, env: dict, loc) -> Expr:
         """β-reduction: bind each parameter to its argument, then process the body."""
         if isinstance(f, _KernelRef):
-            return Call(f.name, tuple(self.expr(a, env) for a in args), f.result, loc)
+            return self.flat_arguments([self.expr(a, env) for a in args], lambda flat: Call(f.name, flat, f.result, loc))
+        if not any(isinstance(t, TupleT) for _, t in f.params) and any(isinstance(a.ty, TupleT) for a in args):
+            # an exported kernel takes its tuple parameters one component at a time
+            return self.flat_arguments([self.expr(a, env) for a in args],
+                                       lambda flat: self.apply(f, flat, {}, loc))
         if len(args) != len(f.params):
             raise CompileError(f"expected {len(f.params)} arguments, got {len(args)}", loc)
         inner = dict(f.env)
@@ -141,6 +149,24 @@ class _Inliner:
         body = self.expr(f.body, inner)
         for name, value in reversed(lets):
             body = Let(name, value, body, body.ty, loc)
+        return body
+
+    def flat_arguments(self, values: list, use) -> Expr:
+        """``use(arguments)`` with each tuple argument replaced by its components (projections
+        of the tuple, which is let-bound first unless it is an atom)."""
+        lets, flat = [], []
+        for value in values:
+            if isinstance(value.ty, TupleT):
+                if not core.is_atom(value):
+                    fresh = self.names.fresh("tuple")
+                    lets.append((fresh, value))
+                    value = Var(fresh, value.ty, value.loc)
+                flat.extend(project(value, path, t) for path, t in leaves(value.ty))
+            else:
+                flat.append(value)
+        body = use(tuple(flat))
+        for name, value in reversed(lets):
+            body = Let(name, value, body, body.ty, value.loc)
         return body
 
     def lam(self, f: _Closure | _KernelRef) -> Lam:
@@ -197,6 +223,12 @@ class _Anf:
             case Ifold(fn, init, count, ty):
                 bs, (z, n) = self.atoms((init, count))
                 return bs, Ifold(self.lam(fn), z, n, ty, e.loc)
+            case Tuple(items, ty):
+                bs, atoms = self.atoms(items)
+                return bs, Tuple(atoms, ty, e.loc)
+            case Proj(tup, index, ty):
+                bs, (t,) = self.atoms((tup,))
+                return bs, Proj(t, index, ty, e.loc)
         raise AssertionError(f"not expected after inlining: {e!r}")
 
     def lam(self, f: Expr) -> Lam:
@@ -224,11 +256,40 @@ def simplify_kernel(program: core.Program, k: core.KernelDef,
     """``k`` with helpers, lambdas and the calls of the kernels named in ``inline`` inlined,
     renamed apart and in ANF.  On a kernel already in ANF with unique binders (and nothing to
     inline) this is the identity, so the F̃ optimisations (``fsmooth.optimize``) use it to
-    renormalise after each rewrite: ``App(λ x. e, a)`` is β-reduced, nested lets are flattened."""
+    renormalise after each rewrite: ``App(λ x. e, a)`` is β-reduced, nested lets are flattened.
+
+    A tuple parameter of an exported kernel becomes one parameter per component (``p_0``,
+    ``p_1_0``, ...; the C ABI passes tuples so), and the body rebuilds the tuple ``p`` from them."""
     names = NameSupply(n for n, _ in k.params)
-    env = {n: Var(n, t, k.loc) for n, t in k.params}
+    params, env, tuples = [], {}, []
+    for n, t in k.params:
+        if isinstance(t, TupleT) and not k.is_helper:
+            parts = {path: Var(names.fresh(f"{n}{path_suffix(path)}"), leaf, k.loc) for path, leaf in leaves(t)}
+            params.extend((v.name, v.ty) for v in parts.values())
+            whole = names.fresh(n)
+            tuples.append((whole, assemble(t, parts, k.loc)))
+            env[n] = Var(whole, t, k.loc)
+        else:
+            params.append((n, t))
+            env[n] = Var(n, t, k.loc)
     inlined = _Inliner(program, names, inline).expr(k.body, env)
-    return core.KernelDef(k.name, k.params, k.result, _Anf(names).expr(inlined), k.loc)
+    for name, value in reversed(tuples):
+        inlined = Let(name, value, inlined, inlined.ty, k.loc)
+    return core.KernelDef(k.name, tuple(params), k.result, _Anf(names).expr(inlined), k.loc)
+
+
+def project(e: Expr, path: tuple, ty) -> Expr:
+    """The component of tuple ``e`` at ``path`` (``e.0.1`` for (0, 1))."""
+    for k in path:
+        e = Proj(e, k, e.ty.items[k], e.loc)
+    return e
+
+
+def assemble(t, parts: dict, loc, path: tuple = ()) -> Expr:
+    """The tuple of type ``t`` whose component at each path is ``parts[path]``."""
+    if isinstance(t, TupleT):
+        return Tuple(tuple(assemble(item, parts, loc, path + (k,)) for k, item in enumerate(t.items)), t, loc)
+    return parts[path]
 
 
 def simplify_program(p: core.Program) -> core.Program:
@@ -244,8 +305,10 @@ def children(e: Expr) -> tuple[Expr, ...]:
     match e:
         case Var() | Lit():
             return ()
-        case PrimApp(_, args) | Call(_, args):
+        case PrimApp(_, args) | Call(_, args) | Tuple(args):
             return args
+        case Proj(tup):
+            return (tup,)
         case If(c, a, b):
             return c, a, b
         case Let(_, rhs, body):
@@ -290,6 +353,10 @@ def map_children(e: Expr, f) -> Expr:
             return Length(f(arr), ty, e.loc)
         case Get(arr, idx, ty):
             return Get(f(arr), f(idx), ty, e.loc)
+        case Tuple(items, ty):
+            return Tuple(tuple(f(a) for a in items), ty, e.loc)
+        case Proj(tup, index, ty):
+            return Proj(f(tup), index, ty, e.loc)
     raise AssertionError(e)
 
 

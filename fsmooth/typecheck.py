@@ -11,9 +11,9 @@ arithmetic, ``i + 1`` with an Index ``i`` is Index arithmetic).
 from __future__ import annotations
 
 from . import prims
-from .core import Expr, Lit, PrimApp
+from .core import Expr, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError, Loc
-from .types import ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, Type, FLOATING, NUMERIC
+from .types import ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, TupleT, Type, FLOATING, NUMERIC
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -146,7 +146,11 @@ def conform(e: Expr, target: Type) -> Expr | None:
 
     Besides equal types this accepts a weak literal that can take ``target``'s type and a Card
     where an Index is expected (every cardinality is an index); nothing that loses information.
-    """
+    A tuple conforms component by component."""
+    return _componentwise(e, target, _conform_leaf)
+
+
+def _conform_leaf(e: Expr, target: Type) -> Expr | None:
     if e.ty == target:
         return e
     e = adopt(e, target)
@@ -157,19 +161,70 @@ def conform(e: Expr, target: Type) -> Expr | None:
     return None
 
 
+def widen(e: Expr, target: Type) -> Expr | None:
+    """``e`` as the wider ``target`` (an ifold's state after its function has widened it): what
+    ``conform`` accepts, and numeric promotion (a Card state that becomes a Double)."""
+    def leaf(x: Expr, t: Type) -> Expr | None:
+        conformed = _conform_leaf(x, t)
+        if conformed is None and is_numeric(x.ty) and is_numeric(t) and join(x.ty, t) == t:
+            return cast(x, t)
+        return conformed
+    return _componentwise(e, target, leaf)
+
+
+def _componentwise(e: Expr, target: Type, leaf) -> Expr | None:
+    """``leaf`` applied to each component of a tuple ``e`` (a tuple display, or a variable whose
+    components are projected), or to ``e`` itself."""
+    if e.ty == target:
+        return e
+    if not (isinstance(e.ty, TupleT) and isinstance(target, TupleT)):
+        return None if isinstance(e.ty, TupleT) or isinstance(target, TupleT) else leaf(e, target)
+    if len(e.ty.items) != len(target.items):
+        return None
+    if isinstance(e, Tuple):
+        parts = e.items
+    elif isinstance(e, Var):
+        parts = tuple(Proj(e, k, t, e.loc) for k, t in enumerate(e.ty.items))
+    else:
+        return None
+    items = [_componentwise(x, t, leaf) for x, t in zip(parts, target.items)]
+    if any(x is None for x in items):
+        return None
+    return Tuple(tuple(items), target, e.loc)
+
+
 def unify_branches(a: Expr, b: Expr, loc: Loc) -> tuple[Expr, Expr, Type]:
-    """The two branches of a conditional value, in one type (numbers promote, as in arithmetic)."""
+    """The two branches of a conditional value, in one type (numbers promote, as in arithmetic;
+    tuples component by component)."""
     if a.ty == b.ty:
         return a, b, a.ty
     if is_numeric(a.ty) and is_numeric(b.ty):
         return promote_pair(a, b, "conditional", loc)
+    if isinstance(a.ty, TupleT) and isinstance(b.ty, TupleT) and len(a.ty.items) == len(b.ty.items):
+        target = TupleT(tuple(_unified(x, y) for x, y in zip(a.ty.items, b.ty.items)))
+        wa, wb = widen(a, target), widen(b, target)
+        if wa is not None and wb is not None:
+            return wa, wb, target
     raise CompileError(f"the branches of this conditional have different types: {a.ty} and {b.ty}", loc)
 
 
+def _unified(a: Type, b: Type) -> Type:
+    if a == b:
+        return a
+    if is_numeric(a) and is_numeric(b):
+        return join(a, b)
+    if isinstance(a, TupleT) and isinstance(b, TupleT) and len(a.items) == len(b.items):
+        return TupleT(tuple(_unified(x, y) for x, y in zip(a.items, b.items)))
+    return a  # widen then fails, and the caller reports both types
+
+
 def is_data(t: Type) -> bool:
-    """A type a value can have at run time: a scalar or a (nested) array of scalars."""
+    """A type a value can have at run time: a scalar, a (nested) array of scalars, or a tuple of
+    these (arrays of tuples are not: build each component)."""
     if isinstance(t, ArrayT):
-        return is_data(t.elem)
+        return not isinstance(t.elem, TupleT) and is_data(t.elem)
+    if isinstance(t, TupleT):
+        return all(is_data(item) for item in t.items)
     return isinstance(t, Scalar)
 
 

@@ -38,6 +38,18 @@ class ArrayT(Type):
 
 
 @dataclass(frozen=True)
+class TupleT(Type):
+    """A tuple of F̃ values: ``tuple[A, B]`` (DPIA's record type A × B)."""
+
+    items: tuple[Type, ...]
+
+    __str__ = Type.__str__
+
+    def __repr__(self) -> str:
+        return f"tuple[{', '.join(map(repr, self.items))}]"
+
+
+@dataclass(frozen=True)
 class FunT(Type):
     params: tuple[Type, ...]
     result: Type
@@ -78,9 +90,24 @@ def type_str(t: Type) -> str:
             return name
         case ArrayT(elem):
             return f"Array<{type_str(elem)}>"
+        case TupleT(items):
+            return f"({' × '.join(type_str(t) for t in items)})"
         case FunT(params, result):
             return f"({', '.join(type_str(p) for p in params)} ⇒ {type_str(result)})"
     raise AssertionError(t)
+
+
+def leaves(t: Type, path: tuple = ()) -> list[tuple[tuple, Type]]:
+    """The non-tuple components of ``t`` with their paths, in order (``[((), t)]`` if ``t`` is
+    not a tuple): a tuple is passed to and from C one component at a time."""
+    if isinstance(t, TupleT):
+        return [leaf for k, item in enumerate(t.items) for leaf in leaves(item, path + (k,))]
+    return [(path, t)]
+
+
+def path_suffix(path: tuple) -> str:
+    """``_0_1`` for the component at path (0, 1): the suffix of its C names (``out_0_1``)."""
+    return "".join(f"_{k}" for k in path)
 
 
 def rank(t: Type) -> int:

@@ -5,11 +5,13 @@ Expressions:
   arithmetic: + * - // % min max) | let x = s in s | λ x̄. s | s s̄
   | s2 ≅ s3 (S-If: the shapes of both branches, which must agree)
   | ifold_shp f z (S-Ifold: the state shape, which the step function must preserve)
+  | ⟨s, ..., s⟩ (the shape of a tuple is the tuple of its components' shapes) | s.k
 
 Values (what partial evaluation, ``shape.sizes``, computes):
   ∘ (``CIRC``)            the shape of a scalar; also a Card whose value is known only at run time
   a sympy expression      the value of a Card (its shape *is* its value, S-ValCard)
   ``VecShape(card, elem)``   the shape of an array: its length and the shape of every element
+  ``TupleShape(items)``      the shape of a tuple: its components' shapes
   closures                the shape functions of lambdas and kernels
 """
 from __future__ import annotations
@@ -103,6 +105,17 @@ class SIfold(SExpr):
     loc: Loc | None = _loc()
 
 
+@dataclass(frozen=True)
+class STuple(SExpr):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class SProj(SExpr):
+    arg: SExpr
+    index: int
+
+
 CARD_OPS = {
     "add": ("+", lambda a, b: a + b),
     "sub": ("-", lambda a, b: a - b),
@@ -134,9 +147,19 @@ class VecShape:
         return show_value(self)
 
 
+@dataclass(frozen=True)
+class TupleShape:
+    items: tuple  # shape values
+
+    def __str__(self) -> str:
+        return show_value(self)
+
+
 def show_value(v) -> str:
-    """``(a_d0, (a_d1, ∘))``, ``∘``, or a cardinality."""
+    """``(a_d0, (a_d1, ∘))``, ``∘``, ``⟨∘, (n, ∘)⟩``, or a cardinality."""
     match v:
+        case TupleShape(items):
+            return f"⟨{', '.join(show_value(x) for x in items)}⟩"
         case Circ():
             return "∘"
         case VecShape(card, elem):
@@ -196,12 +219,16 @@ def show(s: SExpr, indent: int = 0) -> str:
             return f"{_atomic(a, indent)} ≅ {_atomic(b, indent)}"
         case SIfold(fn, init):
             return f"ifold_shp {_atomic(fn, indent)} {_atomic(init, indent)}"
+        case STuple(items):
+            return f"⟨{', '.join(show(x, indent) for x in items)}⟩"
+        case SProj(arg, index):
+            return f"{_atomic(arg, indent)}.{index}"
     raise AssertionError(s)
 
 
 def _atomic(s: SExpr, indent: int) -> str:
     text = show(s, indent)
-    if isinstance(s, (SVar, SCirc)) or (isinstance(s, SCard) and s.value.is_Atom):
+    if isinstance(s, (SVar, SCirc, STuple, SProj)) or (isinstance(s, SCard) and s.value.is_Atom):
         return text
     return f"({text})"
 

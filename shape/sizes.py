@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.errors import CompileError
-from fsmooth.types import ArrayT, Card, Type, rank
+from fsmooth.types import ArrayT, Card, TupleT, Type, rank
 
 from .ir import (CARD_OPS, CIRC, Circ, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet,
-                 SPair, SSnd, SVar, VecShape, show_value)
+                 SPair, SProj, SSnd, STuple, SVar, TupleShape, VecShape, show_value)
 
 
 def size_symbol(name: str) -> sympy.Symbol:
@@ -33,6 +33,8 @@ def param_shape(name: str, ty: Type):
         return v
     if ty == Card:
         return size_symbol(name)
+    if isinstance(ty, TupleT):
+        return TupleShape(tuple(param_shape(f"{name}_{k}", t) for k, t in enumerate(ty.items)))
     return CIRC
 
 
@@ -42,6 +44,8 @@ def shape_symbols(v) -> tuple:
         return (v.card, *shape_symbols(v.elem))
     if isinstance(v, sympy.Symbol):
         return (v,)
+    if isinstance(v, TupleShape):
+        return tuple(s for item in v.items for s in shape_symbols(item))
     return ()
 
 
@@ -63,6 +67,8 @@ def equal(a, b) -> bool:
             return True
         case VecShape(c1, e1), VecShape(c2, e2):
             return equal(c1, c2) and equal(e1, e2)
+        case TupleShape(xs), TupleShape(ys):
+            return len(xs) == len(ys) and all(equal(x, y) for x, y in zip(xs, ys))
         case sympy.Basic(), sympy.Basic():
             return a == b or sympy.simplify(a - b) == 0
     return False
@@ -101,22 +107,44 @@ def evaluate(s: SExpr, env: dict):
             return evaluate(f.body, {**f.env, **dict(zip(f.params, values))})
         case SIf(then, orelse, loc):
             a, b = evaluate(then, env), evaluate(orelse, env)
-            if equal(a, b):
-                return a
-            if _scalar(a) and _scalar(b):
-                return CIRC  # a Card chosen at run time
-            raise CompileError(f"the branches of this conditional have different shapes: "
-                               f"{show_value(a)} and {show_value(b)}", loc)
+            joined = join(a, b)
+            if joined is None:
+                raise CompileError(f"the branches of this conditional have different shapes: "
+                                   f"{show_value(a)} and {show_value(b)}", loc)
+            return joined
         case SIfold(fn, init, loc):
             f, z = evaluate(fn, env), evaluate(init, env)
-            step = evaluate(f.body, {**f.env, **dict(zip(f.params, (z, CIRC)))})
-            if equal(step, z):
-                return z
-            if _scalar(step) and _scalar(z):
-                return CIRC
+            # A Card in the state that the step changes is known only at run time (∘); the state's
+            # shape is then that join, which one more step must preserve.
+            for _ in range(2):
+                step = evaluate(f.body, {**f.env, **dict(zip(f.params, (z, CIRC)))})
+                joined = join(step, z)
+                if joined is None:
+                    raise CompileError(f"the state of this ifold changes shape: from {show_value(z)} "
+                                       f"to {show_value(step)}", loc)
+                if equal(joined, z):
+                    return z
+                z = joined
             raise CompileError(f"the state of this ifold changes shape: from {show_value(z)} "
                                f"to {show_value(step)}", loc)
+        case STuple(items):
+            return TupleShape(tuple(evaluate(x, env) for x in items))
+        case SProj(arg, index):
+            return evaluate(arg, env).items[index]
     raise AssertionError(s)
+
+
+def join(a, b):
+    """The shape of a value that is ``a`` or ``b`` (S-If; a Card chosen at run time is ∘), or
+    None where they cannot agree (arrays of different shapes)."""
+    if equal(a, b):
+        return a
+    if _scalar(a) and _scalar(b):
+        return CIRC
+    if isinstance(a, TupleShape) and isinstance(b, TupleShape) and len(a.items) == len(b.items):
+        items = tuple(join(x, y) for x, y in zip(a.items, b.items))
+        return None if any(x is None for x in items) else TupleShape(items)
+    return None
 
 
 def _scalar(v) -> bool:
@@ -135,6 +163,8 @@ def reify(value, params: dict) -> SExpr:
             return SCirc()
         case VecShape(card, elem):
             return SPair(reify(card, params), reify(elem, params))
+        case TupleShape(items):
+            return STuple(tuple(reify(x, params) for x in items))
         case sympy.Symbol():
             for name, pv in params.items():
                 path = _path_to(value, pv, SVar(name))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.core import App, Build, Call, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var
+from fsmooth.core import App, Build, Call, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from fsmooth.types import Card
 
 from . import sizes
-from .ir import (CARD_OPS, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet, SPair, SSnd,
-                 SVar, ShapeKernel, ShapeProgram)
+from .ir import (CARD_OPS, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet, SPair, SProj,
+                 SSnd, STuple, SVar, ShapeKernel, ShapeProgram)
 
 
 def shp(name: str) -> str:
@@ -51,6 +51,10 @@ def shape_of(e: core.Expr) -> SExpr:
             return SFst(shape_of(arr))
         case Get(arr, _):
             return SSnd(shape_of(arr))
+        case Tuple(items):
+            return STuple(tuple(shape_of(a) for a in items))
+        case Proj(tup, index):
+            return SProj(shape_of(tup), index)
     raise AssertionError(e)
 
 

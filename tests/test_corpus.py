@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, ml
-from fsmooth.types import ArrayT, NUMPY_DTYPE, element_scalar
+from corpus import ba, gmm, image, iterate, linalg, ml, tuples
+from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate)
+MODULES = (linalg, ba, gmm, image, ml, iterate, tuples)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -40,6 +40,33 @@ class Case:
     @property
     def tol(self) -> dict:
         return FLOAT if self.single_precision else DOUBLE
+
+
+def assert_close(got, expected, **tol):
+    """``np.testing.assert_allclose``, component by component for a tuple result (whose
+    components may differ in shape); every component's shape must match too."""
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected), (got, expected)
+        for g, e in zip(got, expected):
+            assert_close(g, e, **tol)
+        return
+    assert not isinstance(got, tuple), got
+    assert np.shape(got) == np.shape(expected), (np.shape(got), np.shape(expected))
+    np.testing.assert_allclose(got, expected, **tol)
+
+
+def check_result_type(got, result_type) -> None:
+    """A compiled result as the caller gets it: a numpy array of the element's dtype for an array,
+    a Python scalar for a scalar, a Python tuple of these for a tuple."""
+    if isinstance(result_type, TupleT):
+        assert isinstance(got, tuple) and len(got) == len(result_type.items)
+        for g, t in zip(got, result_type.items):
+            check_result_type(g, t)
+    elif isinstance(result_type, ArrayT):
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == NUMPY_DTYPE[element_scalar(result_type)]
+    else:
+        assert isinstance(got, (int, float, bool)) and not isinstance(got, np.ndarray)
 
 
 def _module_of(k: fs.Kernel):
@@ -153,7 +180,26 @@ CASES = [
     Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), 0), (1, 3)),
+    # tuples: tuple states, results, parameters, nested tuples
+    Case(tuples.argmax, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (300,)),
+    Case(tuples.online_logsumexp, lambda rng, n: (vec(rng, n, 690.0, 710.0),), VECTOR_SIZES + (300,)),
+    Case(tuples.logsumexp_step, lambda rng, a: ((float(a), 1.0 + a), float(rng.normal())), ANGLES),
+    Case(tuples.welford, lambda rng, n: (vec(rng, n, 1e3, 1e3 + 1.0),), VECTOR_SIZES + (300,)),
+    Case(tuples.welford_step, lambda rng, a: ((float(a), rng.normal(), abs(rng.normal())), rng.normal()),
+         ANGLES),
+    Case(tuples.scale_and_sum, lambda rng, n: (vec(rng, n), (float(rng.normal()), vec(rng, n + 1))),
+         (0,) + VECTOR_SIZES),
+    Case(tuples.min_max_rows, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(tuples.ordered, lambda rng, a: (float(rng.normal()), float(rng.normal())), ANGLES),
+    Case(tuples.smooth_count, lambda rng, n: (vec(rng, n), n), VECTOR_SIZES),
+    Case(tuples.smooth_count, lambda rng, n: (vec(rng, n), 0), (1, 3)),
+    Case(tuples.swap_steps, lambda rng, n: (float(rng.normal()), float(rng.normal()), n), (0, 1, 2, 5)),
+    Case(tuples.calls_tuple_kernels, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
 ]
+
+def _copy(value):
+    return tuple(_copy(v) for v in value) if isinstance(value, tuple) else np.copy(value)
+
 
 def _show(variant) -> str:
     return "x".join(map(str, variant)) if isinstance(variant, tuple) else str(variant)
@@ -192,27 +238,20 @@ def test_reference_matches_numpy(case: Case, variant):
     args = arguments(case, variant)
     expected = case.oracle(*args)
     got = case.kernel.reference(*args)
-    assert np.shape(got) == np.shape(expected)
-    np.testing.assert_allclose(got, expected, **case.tol)
+    assert_close(got, expected, **case.tol)
 
 
 @pytest.mark.parametrize("case, variant", PARAMS)
 def test_compiled_matches_reference(case: Case, variant):
     args = arguments(case, variant)
-    originals = [np.copy(a) for a in args]
+    originals = [_copy(a) for a in args]
     expected = case.kernel.reference(*args)
     got = case.kernel(*args)
-    result_type = typing.get_type_hints(case.kernel.fn)["return"]
-    if isinstance(result_type, ArrayT):
-        assert isinstance(got, np.ndarray)
-        assert got.dtype == NUMPY_DTYPE[element_scalar(result_type)]
-        assert got.shape == np.shape(expected)
-    else:
-        assert isinstance(got, (int, float)) and not isinstance(got, np.ndarray)
-    np.testing.assert_allclose(got, expected, **case.tol)
-    np.testing.assert_allclose(got, case.oracle(*args), **case.tol)
+    check_result_type(got, case.kernel.program().main.result)
+    assert_close(got, expected, **case.tol)
+    assert_close(got, case.oracle(*args), **case.tol)
     for before, after in zip(originals, args):
-        np.testing.assert_array_equal(after, before)  # inputs are read, never written
+        assert_close(after, before, rtol=0, atol=0)  # inputs are read, never written
 
 
 # ----------------------------------------------------------------------------- properties

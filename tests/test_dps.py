@@ -16,7 +16,7 @@ from dps.interp import run_kernel
 from dps.show import show_kernel
 from dps.simplify import simplify_allocs
 from dps.translate import dps_program
-from test_corpus import CASES, arguments
+from test_corpus import CASES, arguments, assert_close
 
 
 def stages(kernel: fs.Kernel):
@@ -27,7 +27,7 @@ def stages(kernel: fs.Kernel):
 
 def check_run(program: ir.Program, name: str, args, expected):
     run = run_kernel(program, name, list(args))
-    np.testing.assert_allclose(run.result, expected, rtol=1e-12, atol=1e-12)
+    assert_close(run.result, expected, rtol=1e-12, atol=1e-12)
     assert run.high_water <= run.scratch
     return run
 

@@ -26,7 +26,7 @@ from fsmooth import Array, Card, Double, Index, build, core, ifold, length
 from fsmooth.options import Options
 from fsmooth.simplify import simplify_program
 from shape.translate import shape_program
-from test_corpus import CASES, arguments
+from test_corpus import CASES, arguments, assert_close
 
 OPTIONS = {
     "default": Options(),
@@ -88,7 +88,7 @@ def test_scratch_is_the_measured_peak(case, options):
         args = arguments(case, variant)
         expected = core.run_kernel(case.kernel.program(), case.kernel.name, list(args))
         run = run_kernel(program, case.kernel.name, list(args))
-        np.testing.assert_allclose(run.result, expected, rtol=1e-12, atol=1e-12)
+        assert_close(run.result, expected, rtol=1e-12, atol=1e-12)
         assert run.high_water <= run.scratch
         peaks[run.scratch] = max(peaks.get(run.scratch, 0), run.high_water)
     assert all(measured == scratch for scratch, measured in peaks.items()), peaks

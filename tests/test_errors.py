@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import fsmooth as fs
 from fsmooth import Array, Bool, Card, CompileError, Double, Index, build, ifold, kernel, length
+from fsmooth.driver import compile_to_c
 from fsmooth.frontend import parse_program
 
 SCALE = 2.0  # a global that is neither a kernel nor a built-in
@@ -253,6 +254,56 @@ def keyword_argument(x: Double, y: Double) -> Double:
     return two_args(x, y=y)  # E:keyword
 
 
+@kernel
+def build_of_tuples(a: Array[Double]) -> Array[Double]:
+    pairs = build(length(a), lambda i: (a[i], 2.0 * a[i]))  # E:build-tuple
+    return a
+
+
+@kernel
+def tuple_index_variable(x: Double, i: Index) -> Double:
+    t = (x, x)
+    return t[i]  # E:tuple-index
+
+
+@kernel
+def tuple_index_range(x: Double) -> Double:
+    t = (x, x)
+    return t[2]  # E:tuple-range
+
+
+@kernel
+def unpack_arity(x: Double) -> Double:
+    a, b, c = (x, x)  # E:unpack-arity
+    return a
+
+
+@kernel
+def unpack_scalar(x: Double) -> Double:
+    a, b = x  # E:unpack-scalar
+    return a
+
+
+@kernel
+def tuple_compare(x: Double) -> Bool:
+    return (x, x) < (x, 1.0)  # E:tuple-compare
+
+
+@kernel
+def tuple_branch_shapes(a: Array[Double], c: Bool) -> tuple[Array[Double], Double]:
+    return (a, 1.0) if c else (build(length(a) + 1, lambda i: 0.0), 2.0)  # E:tuple-if-shape
+
+
+@kernel
+def tuple_state_shape(a: Array[Double], n: Card) -> tuple[Array[Double], Double]:
+    return ifold(lambda s, i: (build(length(s[0]) + 1, lambda j: 0.0), s[1]), (a, 0.0), n)  # E:tuple-ifold-shape
+
+
+@kernel
+def tuple_branch_types(x: Double, c: Bool) -> tuple[Double, Double]:
+    return (x, x) if c else (x, x, x)  # E:tuple-branch-types
+
+
 # ----------------------------------------------------------------------------- the checks
 
 SOURCE = open(__file__, encoding="utf-8").read().splitlines()
@@ -304,13 +355,22 @@ CASES = [
     (keyword_argument, "keyword", "y=y", ["keyword"]),
     (unicode_columns, "unicode", "γ + β", ["'+'", "Bool"]),
     (declared_wrong, "declared", "x  #", ["declared Index", "Double"]),
+    (build_of_tuples, "build-tuple", "lambda i: (a[i]", ["array of tuples", "build each component"]),
+    (tuple_index_variable, "tuple-index", "i]", ["tuple index must be an integer constant"]),
+    (tuple_index_range, "tuple-range", "2]", ["tuple index 2 out of range", "tuple of 2"]),
+    (unpack_arity, "unpack-arity", "a, b, c", ["cannot unpack a tuple of 2 into 3 names"]),
+    (unpack_scalar, "unpack-scalar", "a, b", ["cannot unpack a Double"]),
+    (tuple_compare, "tuple-compare", "(x, x) <", ["tuple cannot be compared"]),
+    (tuple_branch_shapes, "tuple-if-shape", "(a, 1.0) if", ["different shapes"]),
+    (tuple_state_shape, "tuple-ifold-shape", "ifold(", ["state of this ifold changes shape"]),
+    (tuple_branch_types, "tuple-branch-types", "(x, x) if", ["different types"]),
 ]
 
 
 @pytest.mark.parametrize("k, marker, snippet, words", CASES, ids=[c[1] for c in CASES])
 def test_compile_error_is_located(k, marker, snippet, words):
     with pytest.raises(CompileError) as info:
-        parse_program(k)
+        compile_to_c(parse_program(k))  # the shape errors (S-If, S-Ifold) come after the front end
     err = info.value
     line = marked_line(marker)
     text = SOURCE[line - 1]

@@ -23,7 +23,7 @@ from fsmooth.opencl_runtime import DeviceCapabilityError, default_context
 from fsmooth.strategies import Strategy
 from fsmooth.types import ArrayT, Double, element_scalar
 from opencl_oclgrind import run_under_oclgrind
-from test_corpus import CASES, arguments
+from test_corpus import CASES, arguments, assert_close
 
 ONE_VARIANT = 2  # variants per corpus case: the smallest sizes, 1 included
 
@@ -73,7 +73,7 @@ def test_corpus_through_opencl_equals_reference(context, case, variant):
     if isinstance(result, ArrayT):
         assert got.dtype == np.dtype({"Double": np.float64, "Float": np.float32}.get(
             element_scalar(result).name, got.dtype))
-    np.testing.assert_allclose(got, expected, **case.tol)
+    assert_close(got, expected, **case.tol)
 
 
 def test_single_precision_corpus_needs_no_fp64():
