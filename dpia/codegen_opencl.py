@@ -218,6 +218,11 @@ class _OpenCLEmitter(KernelEmitter):
                         return guarded
                     return guarded + [f"barrier({_FENCE[target.space]});"]
                 return super().comm(c, env, ranges)
+            case p.DoubleBuffer(data=p.Rec() as data):
+                if not all(isinstance(leaf, p.Num) for _, leaf in p.record_leaves(data)):
+                    raise CompileError(f"{self.k.name}: an ifold whose tuple state holds an array is not "
+                                       "supported by the OpenCL back end yet")
+                return self.record_double_buffer(c, env, ranges)  # private variables, as in C
             case p.DoubleBuffer():
                 return self._double_buffer(c, env, ranges)
             case p.CallCmd(fn) | p.CallExp(fn):
