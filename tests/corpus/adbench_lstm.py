@@ -108,6 +108,15 @@ def np_lstm_model(weight, bias, hidden, cell, inp):
     return _sigmoid(outgate) * np.tanh(new_cell), new_cell
 
 
+def np_lstm_layer(main_params, st, layer):
+    state, inp = st
+    h, c = np_lstm_model(main_params[2 * layer], main_params[2 * layer + 1],
+                         state[2 * layer], state[2 * layer + 1], inp)
+    new_state = state.copy()
+    new_state[2 * layer], new_state[2 * layer + 1] = h, c
+    return new_state, h
+
+
 def np_lstm_predict(main_params, extra_params, state, inp):
     new_state = state.copy()
     x = inp * extra_params[0]
@@ -117,6 +126,13 @@ def np_lstm_predict(main_params, extra_params, state, inp):
         new_state[2 * layer], new_state[2 * layer + 1] = h, c
         x = h
     return new_state, x * extra_params[1] + extra_params[2]
+
+
+def np_lstm_step(main_params, extra_params, sequence, st, t):
+    state, total = st
+    new_state, ypred = np_lstm_predict(main_params, extra_params, state, sequence[t])
+    ynorm = ypred - np.log(np.sum(np.exp(ypred)) + 2.0)
+    return new_state, float(total + sequence[t + 1] @ ynorm)
 
 
 def np_lstm_objective(main_params, extra_params, state, sequence):
