@@ -209,7 +209,7 @@ def np_mat_mult(a, b):
 
 
 def np_skew_entry(u, i, j):
-    return float(np.cross(np.eye(3)[j], u)[i])  # [u]× e_j = u × e_j
+    return float(np.cross(u, np.eye(3)[j])[i])  # [u]× e_j = u × e_j
 
 
 def np_rotation_about(u, s, c):
