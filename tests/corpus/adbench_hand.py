@@ -120,17 +120,24 @@ def posed_relative(base_relative: Array[Array[Double]],
 @fs.kernel
 def relatives_to_absolutes(relatives: Array[Array[Array[Double]]],
                            parents: Array[Index]) -> Array[Array[Array[Double]]]:
+    """Walks the hierarchy (parents first): an ifold over bones whose state is every absolute
+    transform, the bones not reached yet holding anything of the right shape."""
+    start = build(length(relatives), lambda b: build(4, lambda i: build(
+        4, lambda j: relatives[b][i][j])))
     return ifold(lambda absolutes, b: with_absolute(absolutes, relatives, parents, b),
-                 relatives, length(parents))
+                 start, length(parents))
 
 
 @fs.kernel
 def with_absolute(absolutes: Array[Array[Array[Double]]], relatives: Array[Array[Array[Double]]],
                   parents: Array[Index], b: Index) -> Array[Array[Array[Double]]]:
-    """``absolutes`` with bone b's absolute transform set (its parent's is already there)."""
-    absolute = (relatives[b] if parents[b] == -1
-                else mat_mult(absolutes[parents[b]], relatives[b]))
-    return build(length(absolutes), lambda k: absolute if k == b else absolutes[k])
+    """``absolutes`` (4 × 4 transforms) with bone b's set: its relative transform if it is the
+    root, else its parent's absolute (already there) times its relative."""
+    parent = parents[b]
+    absolute = build(4, lambda i: build(4, lambda j: relatives[b][i][j] if parent == -1 else ifold(
+        lambda acc, k: acc + absolutes[parent][i][k] * relatives[b][k][j], 0.0, 4)))
+    return build(length(absolutes), lambda k: build(4, lambda i: build(
+        4, lambda j: absolute[i][j] if k == b else absolutes[k][i][j])))
 
 
 @fs.kernel

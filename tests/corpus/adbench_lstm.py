@@ -52,8 +52,8 @@ def lstm_layer(main_params: Array[Array[Double]],
     state, inp = st
     hidden, cell = lstm_model(main_params[2 * layer], main_params[2 * layer + 1],
                               state[2 * layer], state[2 * layer + 1], inp)
-    new_state = build(length(state), lambda r: hidden if r == 2 * layer else (
-        cell if r == 2 * layer + 1 else state[r]))
+    new_state = build(length(state), lambda r: build(length(state[r]), lambda j: (
+        hidden[j] if r == 2 * layer else (cell[j] if r == 2 * layer + 1 else state[r][j]))))
     return new_state, hidden
 
 
@@ -63,7 +63,7 @@ def lstm_predict(main_params: Array[Array[Double]], extra_params: Array[Array[Do
                  ) -> tuple[Array[Array[Double]], Array[Double]]:
     """(the new state, ypred) for one input."""
     b = length(inp)
-    scaled = build(b, lambda i: inp[i] * extra_params[0][i])
+    scaled = build(length(state[0]), lambda i: inp[i] * extra_params[0][i])  # a state's shape
     new_state, out = ifold(lambda st, layer: lstm_layer(main_params, st, layer),
                            (state, scaled), length(state) // 2)
     return new_state, build(b, lambda i: out[i] * extra_params[1][i] + extra_params[2][i])
