@@ -20,7 +20,7 @@ import numpy as np
 
 from . import prims
 from .errors import Loc
-from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, Type, element_scalar, rank
+from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, TupleT, Type, element_scalar, rank
 
 
 class Expr:
@@ -323,7 +323,13 @@ def interpret(e: Expr, env: dict, program: Program | None = None):
 
 def run_kernel(program: Program, name: str, args: list):
     k = program.kernels[name]
+    if not any(isinstance(t, TupleT) for _, t in k.params):  # tuples passed as their components
+        args = _flat(args)
     return interpret(k.body, dict(zip((n for n, _ in k.params), args)), program)
+
+
+def _flat(args) -> list:
+    return [leaf for a in args for leaf in (_flat(a) if isinstance(a, tuple) else [a])]
 
 
 # ----------------------------------------------------------------------------- traversal helpers

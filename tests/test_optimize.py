@@ -17,7 +17,7 @@ from fsmooth.core import Build, Call, Get, If, Ifold, Lit, PrimApp, show_kernel
 from fsmooth.optimize import optimize_program
 from fsmooth.options import VARIANTS, Options
 from fsmooth.simplify import children, simplify_program
-from test_corpus import CASES, arguments
+from test_corpus import CASES, arguments, assert_close
 
 PASSES = ("fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce")
 ALL_ON = Options()
@@ -127,7 +127,7 @@ def test_each_configuration_computes_the_reference(case):
     expected = core.run_kernel(case.kernel.program(), case.kernel.name, list(args))
     for name, options in CONFIGS.items():
         got = core.run_kernel(optimized(case.kernel, options), case.kernel.name, list(args))
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=name)
+        assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", CASE_PARAMS)
@@ -142,7 +142,7 @@ def test_optimized_dps_computes_the_reference_in_its_scratch(case):
     anf = optimized(case.kernel)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)), ALL_ON)
     run = run_kernel(dps, case.kernel.name, list(args))
-    np.testing.assert_allclose(run.result, expected, **case.tol)
+    assert_close(run.result, expected, **case.tol)
     assert run.high_water <= run.scratch
 
 
