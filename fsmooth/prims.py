@@ -156,7 +156,8 @@ def coerce(value, t: Scalar):
     import numpy as np
 
     if t == Float:
-        return float(np.float32(value))
+        with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as in C
+            return float(np.float32(value))
     if t == Double:
         return float(value)
     if t == Bool:
