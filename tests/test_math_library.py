@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
 import subprocess
 
 import cffi
@@ -380,6 +381,13 @@ def test_status_code_5_is_documented_everywhere():
     source = to_int.c_source()
     assert "fs_int_fits_f64(" in source and "5 integer conversion out of range" in source
     assert "#define FS_STATUS_INTEGER_CONVERSION 5" in (ROOT / "clib" / "fsmooth_rt.h").read_text()
+    from fsmooth.embed import library
+    from fsmooth.options import Options
+
+    lib = library("conv", [to_int], Options(), "conv.py")
+    assert re.search(r"#define CONV_STATUS_INTEGER_CONVERSION_OUT_OF_RANGE +5\b", lib.header)
+    assert 'case 5: return "integer conversion out of range";' in lib.source
+    assert lib.manifest["status_codes"]["5"] == "integer conversion out of range"
 
 
 def test_generated_c_is_warning_and_ub_free(tmp_path):
