@@ -356,6 +356,15 @@ def test_int_of_a_float_outside_int64_is_a_value_error(bad):
             to_int.reference(v)
 
 
+def test_int_conversion_error_in_a_parallel_loop():
+    parallel = to_int.with_options(parallel=True)
+    v = np.linspace(-1000.5, 1000.5, 4001)
+    np.testing.assert_array_equal(parallel(v), np.trunc(v).astype(np.int64))
+    v[2777] = math.nan
+    with pytest.raises(ValueError, match="integer conversion out of range"):
+        parallel(v)
+
+
 def test_int_in_an_index_checks_the_conversion_first():
     w = np.arange(5.0)
     np.testing.assert_array_equal(int_in_an_index(np.array([0.0, 3.9, 9.9]), w), [0.0, 1.0, 4.0])
