@@ -18,6 +18,7 @@
 #define FS_STATUS_DIVISION_BY_ZERO 2
 #define FS_STATUS_SIZE_CONSTRAINT 3
 #define FS_STATUS_OUT_OF_MEMORY 4
+#define FS_STATUS_INTEGER_CONVERSION 5
 
 /* A region of the malloc and leaky variants; malloc(0) may be NULL, which would read as a failure. */
 static inline void *fs_malloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t)bytes : 1); }

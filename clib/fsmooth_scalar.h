@@ -1,6 +1,6 @@
 /* fsmooth's scalar helpers: F~'s scalar primitives with Python's semantics where C's differ
  * (floor division and modulo round toward negative infinity; min/max keep the first of equal
- * operands), and the math built-ins under one name per type.
+ * operands), the math built-ins under one name per type, and the range test of int(x).
  *
  * One text for both back ends: fsmooth_rt.h includes it in C99, and the OpenCL prelude
  * (dpia/codegen_opencl.py) pastes it into every OpenCL program.  So it includes nothing, and
@@ -40,6 +40,31 @@ static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0u - (uin
 FS_MINMAX(int64_t, i64)
 FS_MINMAX(bool, bool)
 
+/* The math library (fs.tanh, ..., fs.isnan): libm's functions, IEEE semantics.  isnan, isinf
+ * and isfinite are type-generic macros in C and overloaded built-ins returning int in OpenCL. */
+#define FS_MATH_LIBRARY(T, SUF, MATH)                                            \
+    static inline T fs_tanh_##SUF(T x) { return MATH(tanh)(x); }                \
+    static inline T fs_sinh_##SUF(T x) { return MATH(sinh)(x); }                \
+    static inline T fs_cosh_##SUF(T x) { return MATH(cosh)(x); }                \
+    static inline T fs_asin_##SUF(T x) { return MATH(asin)(x); }                \
+    static inline T fs_acos_##SUF(T x) { return MATH(acos)(x); }                \
+    static inline T fs_atan_##SUF(T x) { return MATH(atan)(x); }                \
+    static inline T fs_ceil_##SUF(T x) { return MATH(ceil)(x); }                \
+    static inline T fs_trunc_##SUF(T x) { return MATH(trunc)(x); }              \
+    static inline T fs_log1p_##SUF(T x) { return MATH(log1p)(x); }              \
+    static inline T fs_expm1_##SUF(T x) { return MATH(expm1)(x); }              \
+    static inline T fs_log2_##SUF(T x) { return MATH(log2)(x); }                \
+    static inline T fs_log10_##SUF(T x) { return MATH(log10)(x); }              \
+    static inline T fs_lgamma_##SUF(T x) { return MATH(lgamma)(x); }            \
+    static inline T fs_erf_##SUF(T x) { return MATH(erf)(x); }                  \
+    static inline T fs_erfc_##SUF(T x) { return MATH(erfc)(x); }                \
+    static inline T fs_atan2_##SUF(T a, T b) { return MATH(atan2)(a, b); }      \
+    static inline T fs_hypot_##SUF(T a, T b) { return MATH(hypot)(a, b); }      \
+    static inline T fs_copysign_##SUF(T a, T b) { return MATH(copysign)(a, b); } \
+    static inline bool fs_isnan_##SUF(T x) { return isnan(x) != 0; }            \
+    static inline bool fs_isinf_##SUF(T x) { return isinf(x) != 0; }            \
+    static inline bool fs_isfinite_##SUF(T x) { return isfinite(x) != 0; }
+
 /* The helpers of the floating type T (name suffix SUF); MATH(f) is T's form of the libm
  * function f.  Python's float // and % are the result of divmod: r with the sign of b. */
 #define FS_FLOATING(T, SUF, MATH)                                                \
@@ -69,6 +94,7 @@ FS_MINMAX(bool, bool)
     static inline T fs_floor_##SUF(T x) { return MATH(floor)(x); }              \
     static inline T fs_abs_##SUF(T x) { return MATH(fabs)(x); }                 \
     static inline T fs_pow_##SUF(T a, T b) { return MATH(pow)(a, b); }          \
+    FS_MATH_LIBRARY(T, SUF, MATH)                                                \
     FS_MINMAX(T, SUF)
 
 /* double's libm functions have the plain names in C and in OpenCL alike. */
@@ -78,8 +104,17 @@ FS_FLOATING(float, f32, FS_FLOAT_MATH)
 FS_FLOATING(double, f64, FS_DOUBLE_MATH)
 #endif
 
+/* int(x) of a float: the cast to int64_t (truncation toward zero) is defined only for x in
+ * [-2**63, 2**63); a NaN, an infinity or anything outside is status 5, which the kernel checks
+ * with this first.  (Literals with the type's suffix: OpenCL may have no double.) */
+static inline bool fs_int_fits_f32(float x) { return x >= -9223372036854775808.0f && x < 9223372036854775808.0f; }
+#ifdef FS_HAVE_F64
+static inline bool fs_int_fits_f64(double x) { return x >= -9223372036854775808.0 && x < 9223372036854775808.0; }
+#endif
+
 #undef FS_DOUBLE_MATH
 #undef FS_FLOATING
+#undef FS_MATH_LIBRARY
 #undef FS_MINMAX
 
 #endif /* FSMOOTH_SCALAR_H */

@@ -24,9 +24,10 @@ elements are done one at a time.
 A kernel of a single work-group may end with sequential commands (``Phase.tail``): after a barrier,
 work-item 0 runs them, unless the body failed a check.
 
-Run-time checks (a data-dependent index out of range, an integer division by zero) report
-through the 'status' buffer (``fsmooth.opencl_artifact``), one ``int`` per launch: a failed check
-does ``atomic_cmpxchg(fs_status + j, 0, code)`` in launch j (the first failure wins) and jumps
+Run-time checks (a data-dependent index out of range, an integer division by zero, ``int(x)`` of
+a NaN, an infinity or a float outside int64) report through the 'status' buffer
+(``fsmooth.opencl_artifact``), one ``int`` per launch: a failed check does
+``atomic_cmpxchg(fs_status + j, 0, code)`` in launch j (the first failure wins) and jumps
 past the work it guards, so nothing out of range is read or written after it.  Where no barrier
 can be skipped (a global kernel, or code every work-item of a group runs alike) the jump leaves
 the work-item; inside a local loop or a write done by local work-item 0 it goes to the end of
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 import sympy
 
 from clib import HEADER_DIR, SCALAR_HEADER
+from fsmooth import prims
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -62,8 +64,8 @@ intptr_t uintptr_t void event_t image2d_t image3d_t sampler_t barrier mem_fence 
 get_global_size get_local_id get_local_size get_group_id get_num_groups get_work_dim vload2 vload4
 vload8 vload16 vstore2 vstore4 vstore8 vstore16 CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
 float2 float4 float8 float16 double2 double4 double8 double16 long2 long4 long8 long16 int64_t
-uint64_t INT64_C fmod copysign atomic_cmpxchg
-""".split())
+uint64_t INT64_C fmod copysign atomic_cmpxchg sqrt exp log sin cos fmin fmax fabs
+""".split()) | frozenset(prims.MATH_UNARY + prims.MATH_BINARY)  # functions vectorised code calls
 
 _IDS = {"global": ("get_global_id", "get_global_size"), "workgroup": ("get_group_id", "get_num_groups"),
         "local": ("get_local_id", "get_local_size")}
@@ -454,6 +456,10 @@ _VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                "neg": "(-{0})", "min": "fmin({0}, {1})", "max": "fmax({0}, {1})", "sqrt": "sqrt({0})",
                "exp": "exp({0})", "log": "log({0})", "sin": "sin({0})", "cos": "cos({0})",
                "abs": "fabs({0})"}
+# The math library: OpenCL's built-ins of the same names are overloaded for float and double vectors
+# (isnan, isinf and isfinite give int vectors: their Bool results run lane by lane).
+_VECTOR_OPS.update({name: f"{name}({{0}})" for name in prims.MATH_UNARY})
+_VECTOR_OPS.update({name: f"{name}({{0}}, {{1}})" for name in prims.MATH_BINARY})
 
 
 class _NotVectorisable(Exception):

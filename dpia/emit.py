@@ -9,7 +9,8 @@ Sizes print as exact int64 C (``c_int``, ``c_condition``) with the helpers of
 ``clib/fsmooth_scalar.h``, which both back ends carry.
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
-2 for an integer ``//``/``%`` by zero.  Every failure takes one path (``FailureExit``): set the
+2 for an integer ``//``/``%`` by zero, 5 for ``int(x)`` of a NaN, an infinity or a float outside
+int64 (whose cast would be undefined behaviour in C).  Every failure takes one path (``FailureExit``): set the
 status variable of its scope and ``goto`` that scope's exit label.
 
 ``KernelEmitter`` writes one kernel's body; each back end subclasses it with its own functions
@@ -53,6 +54,7 @@ STATUS_OUT_OF_RANGE = 1
 STATUS_DIVISION_BY_ZERO = 2
 STATUS_SIZES = 3
 STATUS_OUT_OF_MEMORY = 4
+STATUS_INTEGER_CONVERSION = 5
 
 
 def is_reserved(name: str) -> bool:
@@ -421,6 +423,14 @@ class KernelEmitter:
                 texts = [self.exp(a, env, ranges, checks) for a in args]
                 if op in ("floordiv", "mod") and not nonzero_divisor:
                     checks.append(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                if op == "trunc_to_Index":
+                    # the cast is defined only in int64's range: test first (operand evaluated once)
+                    if not re.fullmatch(r"[A-Za-z_]\w*", texts[0]):
+                        name = self.namer.fresh("converted")
+                        checks.append(f"const {c_type(p.data_of(args[0]))} {name} = {strip_parentheses(texts[0])};")
+                        texts[0] = name
+                    checks.append(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
+                                  f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}")
                 return prims.PRIMS[op].c.format(*texts, t=_suffix(p.data_of(args[0])))
             case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
                 return self.cint(env[name].expr, ranges)

@@ -1,5 +1,7 @@
 """fsmooth: small functional array programs in Python, compiled to C with exact memory."""
 from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
+from .builtins import (acos, asin, atan, atan2, ceil, copysign, cosh, erf, erfc, expm1, hypot, isfinite, isinf,
+                       isnan, lgamma, log1p, log2, log10, sinh, tanh, trunc)
 from .errors import CompileError
 from .kernel import Kernel, kernel
 from .strategies import (build_global, build_local, build_seq, build_workgroup, to_global, to_local,
@@ -13,4 +15,7 @@ __all__ = [
     "cos", "exp", "floor", "ifold", "kernel", "length", "log", "max", "min", "pow", "sin", "sqrt",
     "tan", "build_global", "build_workgroup", "build_local", "build_seq", "to_global", "to_local",
     "to_private", "vectorize",
+    # the math library (IEEE semantics: fsmooth.builtins)
+    "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2", "ceil", "trunc", "hypot", "log1p", "expm1",
+    "log2", "log10", "lgamma", "erf", "erfc", "copysign", "isnan", "isinf", "isfinite",
 ]

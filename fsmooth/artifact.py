@@ -32,6 +32,7 @@ STATUS = {
     2: "integer division by zero",
     3: "size constraint violated",
     4: "out of memory",  # a region of the malloc, leaky or gc variant could not be allocated
+    5: "integer conversion out of range",  # int(x) of a NaN, an infinity or a float outside int64
 }
 
 

@@ -77,3 +77,76 @@ max = max  # noqa: A001
 
 def floor(x):
     return float(math.floor(x))
+
+
+# ----------------------------------------------------------------------------- the math library
+#
+# fs.tanh, fs.atan2, fs.isnan, ...: IEEE semantics, as the compiled C computes them.  Where C
+# gives a NaN or an infinity (acos(2), log1p(-1), lgamma(0)), these give the same instead of
+# raising as Python's math module does; ``math.NAME`` in a kernel compiles to the same primitive
+# but stays Python's own function in a reference run.  A result is a Python float (bool for the
+# tests isnan, isinf, isfinite), computed by numpy in the precision numpy's promotion gives: a
+# np.float32 argument (an element of a Float array) gives a value rounded to float32.
+
+
+def _is_float32(args) -> bool:
+    with np.errstate(all="ignore"):
+        return np.result_type(*args) == np.float32
+
+
+def _numpy_function(name: str, ufunc):
+    def function(*args):
+        with np.errstate(all="ignore"):
+            return float(ufunc(*args))
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``{name}`` with IEEE semantics (numpy's {ufunc.__name__})."
+    return function
+
+
+def _math_function(name: str, fn, overflow: float):
+    """``fn`` of Python's math, giving ``overflow`` (C's value at a pole or on overflow) where
+    math raises."""
+    def function(x):
+        try:
+            value = fn(float(x))
+        except (ValueError, OverflowError):
+            value = overflow
+        if _is_float32((x,)):
+            with np.errstate(all="ignore"):
+                value = float(np.float32(value))
+        return value
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``{name}`` with IEEE semantics (C's value where math.{name} raises)."
+    return function
+
+
+def _numpy_test(name: str, ufunc):
+    def function(x) -> bool:
+        with np.errstate(all="ignore"):
+            return bool(ufunc(x))
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``{name}``: a Bool (numpy's {ufunc.__name__})."
+    return function
+
+
+tanh = _numpy_function("tanh", np.tanh)
+sinh = _numpy_function("sinh", np.sinh)
+cosh = _numpy_function("cosh", np.cosh)
+asin = _numpy_function("asin", np.arcsin)
+acos = _numpy_function("acos", np.arccos)
+atan = _numpy_function("atan", np.arctan)
+atan2 = _numpy_function("atan2", np.arctan2)
+ceil = _numpy_function("ceil", np.ceil)
+trunc = _numpy_function("trunc", np.trunc)
+hypot = _numpy_function("hypot", np.hypot)
+log1p = _numpy_function("log1p", np.log1p)
+expm1 = _numpy_function("expm1", np.expm1)
+log2 = _numpy_function("log2", np.log2)
+log10 = _numpy_function("log10", np.log10)
+copysign = _numpy_function("copysign", np.copysign)
+lgamma = _math_function("lgamma", math.lgamma, math.inf)  # a pole (0, -1, ...) or overflow: +inf
+erf = _math_function("erf", math.erf, math.nan)  # never raises
+erfc = _math_function("erfc", math.erfc, math.nan)  # never raises
+isnan = _numpy_test("isnan", np.isnan)
+isinf = _numpy_test("isinf", np.isinf)
+isfinite = _numpy_test("isfinite", np.isfinite)

@@ -55,7 +55,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
     """Built-in functions by identity: F̃'s own, ``math``'s and Python's of the same names."""
     table: list[tuple[object, str]] = [
         (fs_builtins.build, "build"), (fs_builtins.ifold, "ifold"), (fs_builtins.length, "length"),
-        (python_builtins.float, "float"),
+        (python_builtins.float, "float"), (python_builtins.int, "int"),
     ]
     # The strategies (fsmooth.strategies): builds with an OpenCL mapping, address spaces, vectors.
     table += [(fn, f"build_{level}") for fn, level in strategies.MAPPINGS.items()]
@@ -70,7 +70,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
 
 
 _BUILTINS = _builtin_table()
-_ARITY = {"build": 2, "ifold": 3, "length": 1, "float": 1, "build_global": 2, "build_workgroup": 2,
+_ARITY = {"build": 2, "ifold": 3, "length": 1, "float": 1, "int": 1, "build_global": 2, "build_workgroup": 2,
           "build_local": 2, "build_seq": 2, "to_global": 1, "to_local": 1, "to_private": 1,
           "vectorize": 2}
 
@@ -732,6 +732,8 @@ class _KernelTranslator:
                 return Length(arr, Card, loc)
             case "float":
                 return tc.to_double(self.expr(node.args[0], env), loc)
+            case "int":
+                return tc.to_index(self.expr(node.args[0], env), loc)
         return tc.scalar_function(kind, [self.expr(a, env) for a in node.args], loc)
 
     def apply_local(self, node: ast.Call, binding: _Local | _LetLambda, env: dict) -> Expr:

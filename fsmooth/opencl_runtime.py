@@ -13,9 +13,10 @@ go, in order, on one in-order queue with profiling enabled, so ``last_profile`` 
 time of each launch from its event.
 
 A failed run-time check in a kernel (a data-dependent index out of range, an integer division by
-zero) raises as the C runtime does: the 'status' buffer, one ``int`` per launch, is zeroed before
-the launches and read after them (one small transfer), and its first nonzero code goes through
-``fsmooth.runtime``'s mapping (1 → IndexError, 2 → ZeroDivisionError, ...), naming the kernel.
+zero, ``int(x)`` of a NaN, an infinity or a float outside int64) raises as the C runtime does: the
+'status' buffer, one ``int`` per launch, is zeroed before the launches and read after them (one
+small transfer), and its first nonzero code goes through ``fsmooth.runtime``'s mapping
+(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, ...), naming the kernel.
 
 Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
 device is used in place, and the result stays on the device when ``device_result=True`` or when

@@ -12,7 +12,15 @@ Typing (after the front end has inserted explicit casts) is:
 - comparisons: operands of one type, result Bool; ``not``: Bool → Bool;
 - ``sqrt exp log sin cos tan floor pow``: floating → same floating type;
 - ``abs min max``: one numeric type → that type;
-- ``to_Double to_Float to_Index``: casts (the front end inserts them for promotion).
+- ``to_Double to_Float to_Index``: casts (the front end inserts them for promotion; ``float(x)``
+  is ``to_Double``, ``int(x)`` of an integer or a Bool ``to_Index``);
+- the math library ``tanh sinh cosh asin acos atan ceil trunc log1p expm1 log2 log10 lgamma erf
+  erfc`` (floating → same floating type), ``atan2 hypot copysign`` (two operands of one floating
+  type → that type) and ``isnan isinf isfinite`` (floating → Bool), with IEEE semantics: the
+  Python implementations (``fsmooth.builtins``) give C's NaN or infinity where ``math`` raises;
+- ``trunc_to_Index``: ``int(x)`` of a floating ``x``, truncation toward zero; a NaN, an infinity
+  or a value outside int64 raises ValueError here and is run-time status 5 in generated code
+  (``dpia.emit`` writes the check; ``fsmooth.artifact.STATUS``).
 
 In ANF and later IRs the operands of a primitive are atoms.
 """
@@ -22,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from . import builtins as ieee
 from .types import Bool, Double, Float, Index, Scalar
 
 
@@ -44,6 +53,31 @@ def _py_div(a, b):
             return math.nan
         return math.copysign(math.inf, a) * math.copysign(1.0, b)
     return a / b
+
+
+INT64_LIMIT = 9223372036854775808.0  # 2**63: int64 holds the floats in [-2**63, 2**63)
+
+
+def _py_trunc_to_index(x):
+    """Python's ``int(x)`` of a float, as the compiled code does it: a NaN, an infinity or a
+    value outside int64 is an error (generated code: status 5), never undefined behaviour."""
+    if not -INT64_LIMIT <= x < INT64_LIMIT:  # also false for NaN
+        raise ValueError(f"int() of {x!r}: not a finite value in the int64 range")
+    return int(x)
+
+
+# The math library: floating → floating, two floating operands → floating, floating → Bool.
+MATH_UNARY = ("tanh", "sinh", "cosh", "asin", "acos", "atan", "ceil", "trunc", "log1p", "expm1", "log2",
+              "log10", "lgamma", "erf", "erfc")
+MATH_BINARY = ("atan2", "hypot", "copysign")
+MATH_TESTS = ("isnan", "isinf", "isfinite")
+
+
+def _ieee(name: str, arity: int) -> "Prim":
+    """A math library function: the IEEE implementation of ``fsmooth.builtins`` (the reference
+    semantics of ``fs.NAME``), the C helper ``fs_NAME_{t}`` of clib/fsmooth_scalar.h."""
+    operands = ", ".join(f"{{{k}}}" for k in range(arity))
+    return Prim(name, arity, name, False, getattr(ieee, name), f"fs_{name}_{{t}}({operands})")
 
 
 @dataclass(frozen=True)
@@ -89,7 +123,8 @@ PRIMS: dict[str, Prim] = {
         Prim("to_Double", 1, "double", False, float, "((double)({0}))"),
         Prim("to_Float", 1, "float", False, float, "((float)({0}))"),
         Prim("to_Index", 1, "index", False, int, "((int64_t)({0}))"),
-    ]
+        Prim("trunc_to_Index", 1, "int", False, _py_trunc_to_index, "((int64_t)({0}))"),
+    ] + [_ieee(name, 1) for name in MATH_UNARY + MATH_TESTS] + [_ieee(name, 2) for name in MATH_BINARY]
 }
 
 ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod")
@@ -101,6 +136,7 @@ CASTS = {Double: "to_Double", Float: "to_Float", Index: "to_Index"}
 PYTHON_NAMES = {
     "sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
     "floor": "floor", "pow": "pow", "abs": "abs", "fabs": "abs", "min": "min", "max": "max",
+    **{name: name for name in MATH_UNARY + MATH_BINARY + MATH_TESTS},
 }
 
 C_SUFFIX = {"Double": "f64", "Float": "f32", "Index": "i64", "Card": "i64", "Bool": "bool"}
@@ -120,7 +156,8 @@ def coerce(value, t: Scalar):
     import numpy as np
 
     if t == Float:
-        return float(np.float32(value))
+        with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as in C
+            return float(np.float32(value))
     if t == Double:
         return float(value)
     if t == Bool:

@@ -23,7 +23,8 @@ Errors, all raised before ``K`` runs unless noted:
   - a failure ``K`` itself reports (``fsmooth.artifact.STATUS``): a data-dependent index out of
     range → ``IndexError``, an integer division by zero → ``ZeroDivisionError``, a size
     constraint checked inside → ``ValueError``, a failed allocation (the malloc variants) →
-    ``MemoryError``, anything else → ``RuntimeError``;
+    ``MemoryError``, ``int(x)`` of a NaN, an infinity or a float outside int64 → ``ValueError``,
+    anything else → ``RuntimeError``;
   - in checking mode, a write outside the scratch arena → ``RuntimeError``, after ``K`` ran.
 """
 from __future__ import annotations
@@ -392,7 +393,8 @@ def raise_status(kernel: str, status: int):
     """Raise the exception a kernel's nonzero status means (``fsmooth.artifact.STATUS``), naming
     the kernel: the C and OpenCL runtimes report failed checks alike."""
     message = f"{kernel}: {STATUS.get(status, f'unknown status {status}')}"
-    raise {1: IndexError, 2: ZeroDivisionError, 3: ValueError, 4: MemoryError}.get(status, RuntimeError)(message)
+    raise {1: IndexError, 2: ZeroDivisionError, 3: ValueError, 4: MemoryError,
+           5: ValueError}.get(status, RuntimeError)(message)
 
 
 def size_getter(interface: KernelInterface):

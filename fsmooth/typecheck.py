@@ -121,24 +121,50 @@ def negate(a: Expr, loc: Loc) -> Expr:
 
 
 def scalar_function(op: str, args: list[Expr], loc: Loc) -> PrimApp:
-    """``sqrt exp log sin cos tan floor pow abs min max`` on already typed arguments."""
+    """``sqrt exp log sin cos tan floor pow abs min max`` and the math library (``tanh``, …,
+    ``atan2 hypot copysign``, ``isnan isinf isfinite``) on already typed arguments."""
     if op in ("min", "max"):
         a, b, t = promote_pair(args[0], args[1], op, loc)
         return PrimApp(op, (a, b), t, loc)
     if op == "pow":
         return arithmetic("pow", args[0], args[1], loc)
+    if op in prims.MATH_BINARY:  # both operands in their common floating type
+        a, b, t = promote_pair(args[0], args[1], op, loc)
+        t = floating(t)
+        return PrimApp(op, (cast(a, t), cast(b, t)), t, loc)
     (a,) = args
     require_numeric(a, op, loc)
     if op == "abs":
         return PrimApp(op, (a,), a.ty, loc)
     t = floating(a.ty)
+    if op in prims.MATH_TESTS:  # of a number, an integer as a Double: a Bool
+        return PrimApp(op, (cast(a, t),), Bool, loc)
     return PrimApp(op, (cast(a, t),), t, loc)
 
 
+def _require_convertible(a: Expr, what: str, loc: Loc) -> None:
+    if not (is_numeric(a.ty) or a.ty == Bool):
+        raise CompileError(f"{what} needs a number or a Bool, not {a.ty}", loc)
+
+
 def to_double(a: Expr, loc: Loc) -> Expr:
-    """Python's ``float(x)``."""
-    require_numeric(a, "float()", loc)
+    """Python's ``float(x)`` of a number or a Bool (``float(True)`` is 1.0): a Double."""
+    _require_convertible(a, "float()", loc)
+    if is_weak(a) or (isinstance(a, Lit) and a.ty == Bool):
+        return Lit(float(a.value), Double, loc)
     return PrimApp("to_Double", (a,), Double, loc) if a.ty != Double else a
+
+
+def to_index(a: Expr, loc: Loc) -> Expr:
+    """Python's ``int(x)``: an Index.  An integer keeps its value, a Bool is 0 or 1, and a float
+    is truncated toward zero (``trunc_to_Index``: a NaN, an infinity or a value outside int64 is
+    a run-time error)."""
+    _require_convertible(a, "int()", loc)
+    if isinstance(a, Lit) and a.ty in (Index, Card, Bool):
+        return Lit(int(a.value), Index, loc)
+    if a.ty in FLOATING:
+        return PrimApp("trunc_to_Index", (a,), Index, loc)
+    return PrimApp("to_Index", (a,), Index, loc) if a.ty != Index else a
 
 
 def conform(e: Expr, target: Type) -> Expr | None:

@@ -302,6 +302,53 @@ def tuple_state_shape(a: Array[Double], n: Card) -> tuple[Array[Double], Double]
 @kernel
 def tuple_branch_types(x: Double, c: Bool) -> tuple[Double, Double]:
     return (x, x) if c else (x, x, x)  # E:tuple-branch-types
+def math_binary_arity(x: Double) -> Double:
+    return fs.atan2(x) + x  # E:atan2-arity
+
+
+@kernel
+def math_unary_arity(x: Double) -> Double:
+    return x + math.tanh(x, x)  # E:tanh-arity
+
+
+@kernel
+def int_arity(x: Double) -> Index:
+    return int(x, 10)  # E:int-arity
+
+
+@kernel
+def isnan_of_bool(b: Bool) -> Bool:
+    return fs.isnan(b)  # E:isnan-bool
+
+
+@kernel
+def hypot_of_array(a: Array[Double], x: Double) -> Double:
+    return x * math.hypot(x, a)  # E:hypot-array
+
+
+@kernel
+def lgamma_of_bool(b: Bool) -> Double:
+    return fs.lgamma(b)  # E:lgamma-bool
+
+
+@kernel
+def int_of_array(a: Array[Double]) -> Index:
+    return int(a)  # E:int-array
+
+
+@kernel
+def float_of_array(a: Array[Double]) -> Double:
+    return float(a)  # E:float-array
+
+
+@kernel
+def isinf_is_bool(x: Double) -> Double:
+    return fs.isinf(x)  # E:isinf-result
+
+
+@kernel
+def int_is_index(x: Double) -> Card:
+    return int(x)  # E:int-result
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -364,6 +411,16 @@ CASES = [
     (tuple_branch_shapes, "tuple-if-shape", "(a, 1.0) if", ["different shapes"]),
     (tuple_state_shape, "tuple-ifold-shape", "ifold(", ["state of this ifold changes shape"]),
     (tuple_branch_types, "tuple-branch-types", "(x, x) if", ["different types"]),
+    (math_binary_arity, "atan2-arity", "fs.atan2(x)", ["fs.atan2 takes 2 arguments", "1 was given"]),
+    (math_unary_arity, "tanh-arity", "math.tanh(x, x)", ["math.tanh takes 1 argument", "2 were given"]),
+    (int_arity, "int-arity", "int(x, 10)", ["int takes 1 argument", "2 were given"]),
+    (isnan_of_bool, "isnan-bool", "fs.isnan(b)", ["isnan needs a number", "Bool"]),
+    (hypot_of_array, "hypot-array", "math.hypot(x, a)", ["hypot needs numbers", "Array<Double>"]),
+    (lgamma_of_bool, "lgamma-bool", "fs.lgamma(b)", ["lgamma needs a number", "Bool"]),
+    (int_of_array, "int-array", "int(a)", ["int() needs a number or a Bool", "Array<Double>"]),
+    (float_of_array, "float-array", "float(a)", ["float() needs a number or a Bool", "Array<Double>"]),
+    (isinf_is_bool, "isinf-result", "fs.isinf(x)", ["returns a Bool", "annotated Double"]),
+    (int_is_index, "int-result", "int(x)", ["returns an Index", "annotated Card"]),
 ]
 
 
@@ -474,7 +531,8 @@ def _assert_typed(e):
 
 _NAMES = ["a", "m", "n", "i", "x", "f", "b", "t", "u", "q", "undefined_zz", "SCALE_ZZ", "np", "math", "fs"]
 _CALLEES = ["build", "ifold", "length", "math.sqrt", "fs.exp", "abs", "min", "max", "print", "len",
-            "helper", "other", "k", "np.sum", "float", "fs.floor", "pow"]
+            "helper", "other", "k", "np.sum", "float", "fs.floor", "pow", "int", "fs.atan2", "math.isnan",
+            "fs.lgamma"]
 _BINOPS = ["+", "-", "*", "/", "//", "%", "**", "<", "<=", "==", "!=", ">", " and ", " or ", "@", "&", " is ", " in "]
 _ATOMS = st.one_of(
     st.sampled_from(_NAMES),
