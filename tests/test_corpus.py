@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, ml
+from corpus import ba, gmm, image, iterate, linalg, ml, triangular
 from fsmooth.types import ArrayT, NUMPY_DTYPE, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate)
+MODULES = (linalg, ba, gmm, image, ml, iterate, triangular)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -153,6 +153,12 @@ CASES = [
     Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), 0), (1, 3)),
+    # triangular: ifold counted by an Index
+    Case(triangular.prefix_sums, lambda rng, n: (vec(rng, n),), (0,) + VECTOR_SIZES),
+    Case(triangular.lower_times, lambda rng, d: (vec(rng, d * (d + 1) // 2), vec(rng, d)),
+         (0,) + VECTOR_SIZES),
+    Case(triangular.lagged_sums, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(triangular.counted_by_index, lambda rng, n: (vec(rng, n), n - 3), VECTOR_SIZES),
 ]
 
 def _show(variant) -> str:
