@@ -1,12 +1,14 @@
 """Size constraints from symbolic index ranges.
 
-A read ``a[i]`` executed unconditionally, whose index is affine in the enclosing loop
-variables (build index in [0, n), ifold index in [0, count)) with coefficients of known
-sign, is in range for every iteration iff its smallest index is ≥ 0 and its largest is
-< length(a): two relations over the kernel's size symbols, checked once before the
-kernel runs.  Each holds only if the loops around the read run at all, hence the guard
-``n <= 0 or ...`` where that is not provable.  Reads that do not fit (under a branch,
-data-dependent, not affine) are marked ``checked`` and tested where they happen.
+A read ``a[i]`` executed unconditionally, whose index is a polynomial in the enclosing loop
+variables (build index in [0, n), ifold index in [0, count), where a count may be an
+expression of an enclosing index: ``0 ≤ j ≤ i - 1``), possibly with floor divisions by
+positive constants, and monotone in each variable over its range (``extreme``), is in range
+for every iteration iff its smallest index is ≥ 0 and its largest is < length(a): two
+relations over the kernel's size symbols, checked once before the kernel runs.  Each holds
+only if the loops around the read run at all, hence the guard ``n <= 0 or ...`` where that
+is not provable.  Reads that do not fit (under a branch, data-dependent, not monotone) are
+marked ``checked`` and tested where they happen.
 Relations that sympy proves true are dropped.  Calls carry their callee's constraints
 over to the caller, in the caller's sizes.
 """
