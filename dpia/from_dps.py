@@ -204,7 +204,9 @@ def _let(name: str, rhs: d.Term, body: d.Term, rhs_data: p.Data, data: p.Data, e
 def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) -> p.Phrase:
     if isinstance(count, (Var, Lit)):
         count_phrase = _atom(count, env)
-        bound = _symbolic(count_phrase)
+        # an Index count may be an inlined expression of data (``k - 1``): the index type names it
+        bound = _symbolic(count_phrase) if isinstance(count_phrase, (p.Literal, p.Ident, p.NatExp)) \
+            else sympy.Symbol(count.name, integer=True)
     else:
         bound = sympy.sympify(count)
         count_phrase = p.NatExp(bound, p.Num(Card))

@@ -145,9 +145,39 @@ def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> bool:
     return _provably_nonnegative(bounds[0]) and any(_provably_nonnegative(length - 1 - hi) for hi in highs)
 
 
-def _bounds(e: sympy.Expr, ranges: Ranges):
+def _bounds(e: sympy.Expr, ranges: Ranges, depth: int = 0):
     """Inclusive bounds of ``e`` over the ranges: affine in the loop variables, or in quotients
-    and remainders of them by a positive divisor; None where a variable is unbounded."""
+    and remainders of them by a positive divisor; None where a variable is unbounded.  A loop
+    bound may be an expression of an enclosing loop variable (``for j < i``, an ifold counted by
+    an index): such a bound is bounded in turn over that variable's range."""
+    e = sympy.expand(e)
+    for s in sorted(e.free_symbols, key=str):
+        # a variable whose range depends on another (j < i): its end first, i is bounded after
+        r = ranges.get(s)
+        if depth >= 8 or r is None or r[0] is None or not e.is_polynomial(s) or sympy.degree(e, s) != 1:
+            continue
+        if not any(t in ranges for t in sympy.sympify(r[0]).free_symbols | sympy.sympify(r[1]).free_symbols):
+            continue
+        c = e.coeff(s)
+        if any(t in ranges for t in c.free_symbols) or not (_provably_nonnegative(c) or _provably_nonnegative(-c)):
+            continue
+        low, high = (r[0], r[1]) if _provably_nonnegative(c) else (r[1], r[0])
+        lower, upper = _bounds(e.subs(s, low), ranges, depth + 1), _bounds(e.subs(s, high), ranges, depth + 1)
+        if lower is None or upper is None:
+            return None
+        return lower[0], upper[1]
+    lo, hi = _affine_bounds(e, ranges)
+    if lo is None:
+        return None
+    if depth < 8 and any(s in ranges for s in (lo.free_symbols | hi.free_symbols)):
+        outer_lo, outer_hi = _bounds(lo, ranges, depth + 1), _bounds(hi, ranges, depth + 1)
+        if outer_lo is None or outer_hi is None:
+            return None
+        lo, hi = outer_lo[0], outer_hi[1]
+    return lo, hi
+
+
+def _affine_bounds(e: sympy.Expr, ranges: Ranges):
     lo, hi = sympy.Integer(0), sympy.Integer(0)
     for term in sympy.Add.make_args(sympy.expand(e)):
         coeff, rest = term.as_coeff_Mul()
@@ -156,7 +186,7 @@ def _bounds(e: sympy.Expr, ranges: Ranges):
             continue
         bounds = ranges.get(rest) or _division_bounds(rest, ranges) or _scaled_bounds(rest, ranges)
         if bounds is None or bounds[0] is None:
-            return None
+            return None, None
         r_lo, r_hi = bounds
         if coeff >= 0:
             lo, hi = lo + coeff * r_lo, hi + coeff * r_hi

@@ -254,6 +254,7 @@ class _Frame:
 
     def ifold(self, t: ir.Ifold):
         n = self.num(t.count) if not isinstance(t.count, (Var, Lit)) else self.atom(t.count)
+        n = max(int(n), 0)  # an Index count < 0 runs no iteration
         if t.buffers is None:
             state = self.run(t.init)
             for k in range(n):

@@ -89,6 +89,10 @@ class _KernelTranslator:
                 # Python's % by a positive constant is sympy's Mod: bounds.range knows its range.
                 va = self.value(a)
                 return None if va is None else sympy.Mod(va, m)
+            case core.PrimApp("floordiv", (a, core.Lit(int() as m))) if m > 0:
+                # Python's // by a positive constant: bounds.range bounds such polynomials.
+                va = self.value(a)
+                return None if va is None else sympy.floor(va / m)
             case core.PrimApp("to_Index", (a,)):
                 return self.value(a)
             case core.Var() | core.Lit():

@@ -828,7 +828,9 @@ class _KernelTranslator:
         """``ifold(f, init, n)``; the state widens from a literal or Card ``init`` to what ``f`` returns."""
         fn_node, init_node, count_node = node.args
         init = self.expr(init_node, env)
-        count = self.card_size(count_node, env, "ifold count")
+        count = self.expr(count_node, env)  # a Card or an Index (triangular loops): a count < 0 runs no iteration
+        if count.ty not in (Index, Card):
+            raise self.error(f"ifold count must be a Card or an Index, not {_a(count.ty)}", count_node)
         before = dict(self.lambda_types), set(self.binders)
         fn = self.function(fn_node, env, (init.ty, Index), None)
         returned = fn.ty.result

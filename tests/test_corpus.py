@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, ml, tuples
+from corpus import ba, gmm, image, iterate, linalg, ml, triangular, tuples
 from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate, tuples)
+MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -180,6 +180,12 @@ CASES = [
     Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), 0), (1, 3)),
+    # triangular: ifold counted by an Index
+    Case(triangular.prefix_sums, lambda rng, n: (vec(rng, n),), (0,) + VECTOR_SIZES),
+    Case(triangular.lower_times, lambda rng, d: (vec(rng, d * (d + 1) // 2), vec(rng, d)),
+         (0,) + VECTOR_SIZES),
+    Case(triangular.lagged_sums, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(triangular.counted_by_index, lambda rng, n: (vec(rng, n), n - 3), VECTOR_SIZES),
     # tuples: tuple states, results, parameters, nested tuples
     Case(tuples.argmax, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (300,)),
     Case(tuples.online_logsumexp, lambda rng, n: (vec(rng, n, 690.0, 710.0),), VECTOR_SIZES + (300,)),

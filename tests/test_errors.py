@@ -168,8 +168,8 @@ def build_index_size(a: Array[Double], i: Index) -> Array[Double]:
 
 
 @kernel
-def ifold_index_count(i: Index) -> Double:
-    return ifold(lambda s, j: s + 1.0, 0.0, i)  # E:ifold-index
+def ifold_double_count(x: Double) -> Double:
+    return ifold(lambda s, j: s + 1.0, 0.0, x)  # E:ifold-double
 
 
 @kernel
@@ -386,7 +386,7 @@ CASES = [
     (missing_return, "missing-return", "def", ["does not end in `return`"]),
     (branch_without_return, "branch-return", "if", ["must end in `return`"]),
     (build_index_size, "build-index", "i,", ["build size must be a Card", "Index"]),
-    (ifold_index_count, "ifold-index", "i)", ["ifold count must be a Card", "Index"]),
+    (ifold_double_count, "ifold-double", "x)", ["ifold count must be a Card or an Index", "Double"]),
     (reads_global, "global", "SCALE", ["SCALE", "neither a kernel nor a built-in"]),
     (calls_print, "print", "print", ["print"]),
     (uses_try, "try", "try", ["try"]),
