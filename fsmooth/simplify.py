@@ -260,7 +260,10 @@ def simplify_kernel(program: core.Program, k: core.KernelDef,
 
     A tuple parameter of an exported kernel becomes one parameter per component (``p_0``,
     ``p_1_0``, ...; the C ABI passes tuples so), and the body rebuilds the tuple ``p`` from them."""
-    names = NameSupply(n for n, _ in k.params)
+    # The names of the kernel's destinations (dps.translate.result_dest) are never given to a
+    # binder of the body, which would shadow them.
+    destinations = ["out"] + [f"out{path_suffix(path)}" for path, _ in leaves(k.result)]
+    names = NameSupply([*(n for n, _ in k.params), *destinations])
     params, env, tuples = [], {}, []
     for n, t in k.params:
         if isinstance(t, TupleT) and not k.is_helper:

@@ -313,24 +313,27 @@ def test_reference_matches_numpy(case: Case, variant):
 
 
 # ----------------------------------------------------------------------------- compiled
-# The objectives (and a few of their parts) compiled to C and to OpenCL.  GMM, BA and LSTM need
-# tuples, index-counted folds and the math library (lgamma, tanh), which are not merged in this
-# branch yet: xfail until they are.
+# The objectives (and a few of their parts) compiled to C and to OpenCL.  GMM, BA and Hand compile
+# and match; LSTM (a fold over time whose tuple state holds the state matrix) does not compile yet
+# (an internal AssertionError in the DPIA stage), and a kernel that returns a tuple (BA) or folds
+# over a tuple holding an array (LSTM) is a CompileError on OpenCL for now: expected failures,
+# each a known gap of the issue, not a hidden one.
 
-NEEDS_FEATURES = pytest.mark.xfail(strict=False,
-                                   reason="needs tuples/index-counted folds/math library")
+KNOWN_GAP = pytest.mark.xfail(strict=True, reason="LSTM's tuple-of-array fold state: not compiled yet")
+OPENCL_GAP = pytest.mark.xfail(strict=True, raises=fs.CompileError,
+                               reason="tuples at the OpenCL host boundary: not supported yet")
 OBJECTIVES = {adbench_gmm.gmm_full_objective, adbench_ba.ba_objective,
               adbench_hand.hand_objective, adbench_hand.hand_objective_complicated,
               adbench_lstm.lstm_objective, adbench_gmm.log_gamma_distrib,
               adbench_gmm.q_times_x, adbench_hand.relatives_to_absolutes,
               adbench_lstm.lstm_predict}
-
-# The hand objectives use none of the new features: they compile already.
-NEEDS = {adbench_gmm, adbench_ba, adbench_lstm}
+NEEDS = {adbench_lstm}
 
 
-def _compiled_param(case: Case, variant):
-    marks = [NEEDS_FEATURES] if case.module in NEEDS else []
+def _compiled_param(case: Case, variant, opencl: bool = False):
+    marks = [KNOWN_GAP] if case.module in NEEDS else []
+    if opencl and case.kernel is adbench_ba.ba_objective:
+        marks = [OPENCL_GAP]
     return pytest.param(case, variant, id=case.label(variant), marks=marks)
 
 
@@ -338,7 +341,7 @@ COMPILED_CASES = [_compiled_param(case, variant)
                   for case in CASES if case.kernel in OBJECTIVES for variant in case.variants]
 # OpenCL: one small size each (for the GMM objective the first with d > 1: a real triangle)
 OPENCL_CASES = [_compiled_param(case, case.variants[2 if case.kernel is adbench_gmm.gmm_full_objective
-                                                    else 0])
+                                                    else 0], opencl=True)
                 for case in CASES if case.kernel in OBJECTIVES]
 
 

@@ -142,3 +142,15 @@ def np_calls_tuple_kernels(v):
     mean, var = np_welford(v)
     best, at = np_argmax(v)
     return mean + var, best, at
+
+
+@fs.kernel
+def named_like_outputs(v: Array[Double]) -> tuple[Double, Double]:
+    """Binders named like the kernel's destinations (out, out_0) must not shadow them."""
+    out = ifold(lambda acc, i: acc + v[i], 0.0, length(v))
+    out_0 = out * 2.0
+    return out, out_0 + 1.0
+
+
+def np_named_like_outputs(v):
+    return float(np.sum(v)), 2.0 * float(np.sum(v)) + 1.0
