@@ -21,6 +21,8 @@ class _Printer:
     def shape(self, dims) -> str:
         if dims is None:
             return "?"
+        if any(isinstance(d, tuple) for d in dims):  # a tuple: its components' shapes
+            return f"⟨{', '.join(self.shape(d) for d in dims)}⟩"
         for name, d in self.param_dims:
             if tuple(d) == tuple(dims):
                 return f"{name}_shp"

@@ -135,9 +135,14 @@ def names_used(t: ir.Term) -> set[str]:
                 size(n)
             case ir.Ifold(count=n):
                 size(n)
-        for d in getattr(u, "dims", None) or ():
+        for d in _flat_dims(getattr(u, "dims", None) or ()):
             size(d)
         if isinstance(u, ir.Call):
             size(u.scratch_offset)
     map_refs(t, ref)
     return names
+
+
+def _flat_dims(dims) -> list:
+    """The sizes in ``dims`` (a tuple's dims are nested: one tuple of dims per component)."""
+    return [x for d in dims for x in (_flat_dims(d) if isinstance(d, tuple) else [d])]

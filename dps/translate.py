@@ -242,11 +242,12 @@ class _KernelTranslator:
         components are values, D-Let's empty allocation)."""
         ty = rhs.ty
         self.shapes[shp(name)] = shape_value
+        dims = component_dims(ty, shape_value)
         if isinstance(rhs, (core.Var, core.Tuple, core.Proj)):
-            return ir.Let(name, self.term(rhs, ir.Bullet()), self.term(body, r), ty)
+            return ir.Let(name, self.term(rhs, ir.Bullet()), self.term(body, r), ty, dims)
         allocs: list = []
         dest = self.tuple_dest(ty, shape_value, allocs)
-        let = ir.Let(name, self.term(rhs, dest), self.term(body, r), ty)
+        let = ir.Let(name, self.term(rhs, dest), self.term(body, r), ty, dims)
         return self.allocated(allocs, let)
 
     def tuple_dest(self, ty, shape_value, allocs: list, buffers: list | None = None) -> ir.Ref:

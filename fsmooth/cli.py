@@ -36,6 +36,11 @@ class UsageError(Exception):
 # ----------------------------------------------------------------------------- finding kernels
 
 def _import_file(path: pathlib.Path):
+    package = _package_of(path.resolve())
+    if package is not None:  # a module of a package (it may import its siblings relatively)
+        root, dotted = package
+        sys.path.insert(0, str(root))
+        return importlib.import_module(dotted)
     name = f"_fsmooth_cli_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
@@ -46,6 +51,18 @@ def _import_file(path: pathlib.Path):
     sys.path.insert(0, str(path.parent))
     spec.loader.exec_module(module)
     return module
+
+
+def _package_of(path: pathlib.Path):
+    """(the directory above the outermost package around ``path``, its dotted module name), or
+    None for a file that is not in a package (no ``__init__.py`` beside it)."""
+    parts, directory = [path.stem], path.parent
+    while (directory / "__init__.py").is_file():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    if len(parts) == 1 or not all(part.isidentifier() for part in parts):
+        return None
+    return directory, ".".join(parts)
 
 
 def load_module(where: str):

@@ -93,9 +93,9 @@ def compile_module(kernels: list[Kernel], options: Options) -> CArtifact:
 class _Declarations:
     """The prototypes of one kernel, from the artifact, and the C names of its parameters."""
 
-    prototypes: tuple[str, ...]  # K, K_shape, K_scratch_bytes, K_check_sizes
-    params: tuple[tuple[str, str, tuple[str, ...]], ...]  # per F̃ parameter: C type, C name, dim names
-    result_ctype: str  # the type ``out`` points at
+    prototypes: tuple[str, ...]  # K, K_shape (one per result component), K_scratch_bytes, K_check_sizes
+    params: tuple[tuple[str, str, tuple[str, ...]], ...]  # per C parameter: C type, C name, dim names
+    results: tuple[tuple[str, str], ...]  # per out-parameter (``out``, or ``out_0``, ...): the type it points at, its name
 
 
 def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
@@ -107,16 +107,18 @@ def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
 
     main = prototype(rf"int {name}\(")
     c_params = [_split_declaration(text) for text in main[main.index("(") + 1:main.rindex(")")].split(", ")]
-    result_ctype = c_params[1][0].rstrip(" *")
-    params, j = [], 2
+    outputs = interface.outputs
+    results = tuple((ctype.rstrip(" *"), cname) for ctype, cname in c_params[1:1 + len(outputs)])
+    params, j = [], 1 + len(outputs)
     for _, ty in interface.params:
         ctype, cname = c_params[j]
         dims = tuple(cname for _, cname in c_params[j + 1:j + 1 + rank(ty)])
         params.append((ctype, cname, dims))
         j += 1 + rank(ty)
-    prototypes = (main, prototype(rf"void {name}_shape\("), prototype(rf"int64_t {name}_scratch_bytes\("),
+    shapes = tuple(prototype(rf"void {name}_shape{suffix}\(") for suffix, _, _ in outputs)
+    prototypes = (main, *shapes, prototype(rf"int64_t {name}_scratch_bytes\("),
                   prototype(rf"int {name}_check_sizes\("))
-    return _Declarations(prototypes, tuple(params), result_ctype)
+    return _Declarations(prototypes, tuple(params), results)
 
 
 def _split_declaration(text: str) -> tuple[str, str]:
@@ -183,6 +185,9 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "parameter by value.  <sizes> are the size symbols of K: each is a dim of an array parameter",
         "or the value of a Card parameter (see each kernel).  The caller allocates the result: `out`",
         "points at the product of the K_shape dims elements of the result type, or at one scalar.",
+        "A kernel that returns a tuple has one out-parameter per component (out_0, out_1, ...; nested",
+        "tuples flattened: out_1_0) and one shape function per component (K_shape_0, ...).  A tuple",
+        "parameter p is passed as its components p_0, p_1, ..., each like a parameter of its own.",
         "",
         _ALLOCATION_NOTES[options.allocation],
         f"`scratch` must hold K_scratch_bytes(...) bytes, aligned to {prefix}_SCRATCH_ALIGN bytes (malloc's",
@@ -205,9 +210,10 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
     for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params):
         shape = f", dims {' x '.join(dims)}" if dims else ""
         lines.append(f"  {cname:<12} {ctype:<16} {type_str(ty)}{shape}")
-    result_rank = rank(interface.result)
-    what = f"dims {' x '.join(interface.result_dims)}, row-major" if result_rank else "one scalar"
-    lines.append(f"Result: `out` ({decl.result_ctype} *), {type_str(interface.result)}, {what}")
+    for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results):
+        what = f"dims {' x '.join(dims)}, row-major ({interface.name}_shape{suffix})" if rank(ty) else "one scalar"
+        component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
+        lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
     if interface.sizes:
         lines.append("Sizes: " + "; ".join(
             f"{s.symbol} = " + (f"the value of {s.param}" if s.dim is None else f"dim {s.dim} of {s.param}")
@@ -260,16 +266,20 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
                    "dims": list(dims)}
                   for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
         result = interface.result
+        outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype, "dims": list(dims),
+                    "shape_fun": f"{interface.name}_shape{suffix}"}
+                   for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
         kernels[interface.name] = {
             "cfun": interface.name,
-            "shape_fun": f"{interface.name}_shape",
+            "shape_fun": [o["shape_fun"] for o in outputs] if len(outputs) > 1 or outputs[0]["cname"] != "out"
+            else f"{interface.name}_shape",
             "scratch_fun": f"{interface.name}_scratch_bytes",
             "check_fun": f"{interface.name}_check_sizes",
             "prototypes": list(decl.prototypes),
             "params": params,
-            "result": {"type": type_str(result), "rank": rank(result),
-                       "ctype": C_TYPE[element_scalar(result)] if isinstance(result, ArrayT) else C_TYPE[result],
-                       "dims": list(interface.result_dims)},
+            "result": ({"type": type_str(result), "rank": rank(result), "ctype": outputs[0]["ctype"],
+                        "dims": outputs[0]["dims"]} if len(outputs) == 1 and outputs[0]["cname"] == "out"
+                       else {"type": type_str(result), "components": outputs}),
             "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
             "constraints": [{"c_expr": c.c_expr, "param": c.param, "message": c.message}
                             for c in interface.constraints],
@@ -291,8 +301,9 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
 def _check_library_names(name: str, artifact: CArtifact) -> None:
     """The library's own C names must not be a kernel's function names."""
     ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
-    for k in artifact.interfaces:
-        clash = ours & {k, f"{k}_shape", f"{k}_scratch_bytes", f"{k}_check_sizes", f"{k}_body"}
+    for k, interface in artifact.interfaces.items():
+        shapes = {f"{k}_shape{suffix}" for suffix, _, _ in interface.outputs}
+        clash = ours & {k, *shapes, f"{k}_scratch_bytes", f"{k}_check_sizes", f"{k}_body"}
         if clash:
             raise CompileError(f"the kernel name '{k}' clashes with the library's C name {sorted(clash)[0]}; "
                                "rename the kernel or the module")

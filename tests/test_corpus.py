@@ -198,7 +198,6 @@ CASES = [
     Case(tuples.min_max_rows, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
     Case(tuples.ordered, lambda rng, a: (float(rng.normal()), float(rng.normal())), ANGLES),
     Case(tuples.smooth_count, lambda rng, n: (vec(rng, n), n), VECTOR_SIZES),
-    Case(tuples.smooth_count, lambda rng, n: (vec(rng, n), 0), (1, 3)),
     Case(tuples.swap_steps, lambda rng, n: (float(rng.normal()), float(rng.normal()), n), (0, 1, 2, 5)),
     Case(tuples.calls_tuple_kernels, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(tuples.named_like_outputs, lambda rng, n: (vec(rng, n),), (0,) + VECTOR_SIZES),

@@ -302,6 +302,9 @@ def tuple_state_shape(a: Array[Double], n: Card) -> tuple[Array[Double], Double]
 @kernel
 def tuple_branch_types(x: Double, c: Bool) -> tuple[Double, Double]:
     return (x, x) if c else (x, x, x)  # E:tuple-branch-types
+
+
+@kernel
 def math_binary_arity(x: Double) -> Double:
     return fs.atan2(x) + x  # E:atan2-arity
 
