@@ -242,7 +242,7 @@ def memory_report(kernel: Kernel, specs: list[str]) -> str:
     sizes = parse_sizes(specs, interface)
     lines = [f"kernel {interface.name}({', '.join(f'{p}: {t}' for p, t in interface.params)}) -> {interface.result}",
              f"sizes: {', '.join(f'{s.symbol} = ' + _size_origin(s) for s in interface.sizes) or 'none'}",
-             f"result dims: ({', '.join(interface.result_dims)})",
+             f"result dims: {_show_dims(interface.result_dims)}",
              f"scratch bytes: {interface.scratch_formula}"]
     lines += [f"requires: {c.c_expr}   ({c.message})" for c in interface.constraints]
     if not sizes:
@@ -259,11 +259,18 @@ def memory_report(kernel: Kernel, specs: list[str]) -> str:
     formula_value = _formula(interface.scratch_formula, interface).subs(
         {sympy.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()})
     lines.append(f"with {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
-    lines.append(f"  result dims ({', '.join(map(str, dims))})")
+    lines.append(f"  result dims {_show_dims(dims)}")
     lines.append(f"  scratch {nbytes} bytes")
     if formula_value != nbytes:
         lines.append(f"  warning: the formula gives {formula_value}, the compiled scratch function {nbytes}")
     return "\n".join(lines)
+
+
+def _show_dims(dims) -> str:
+    """``(n, m)``; a tuple result's dims per component: ``⟨(n), ()⟩``."""
+    if any(isinstance(d, tuple) for d in dims):
+        return f"⟨{', '.join(_show_dims(d) for d in dims)}⟩"
+    return f"({', '.join(map(str, dims))})"
 
 
 def _size_origin(source) -> str:

@@ -85,3 +85,11 @@ def test_the_library_describes_each_component(tmp_path):
     assert [p["name"] for p in manifest["kernels"]["scale_and_sum"]["params"]] == ["v", "p_0", "p_1"]
     header = (tmp_path / "tuples.h").read_text()
     assert "Result (component 0): `out_0` (double *), Array<Double>, dims v_d0" in header
+
+
+def test_memory_report_of_a_tuple_result():
+    done = subprocess.run([sys.executable, "-m", "fsmooth", "mem", f"{tuples.__file__}:min_max_rows",
+                           "--size", "m_d0=3", "--size", "m_d1=4"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "result dims: ⟨⟨(m_d0), (m_d0)⟩, ()⟩" in done.stdout
+    assert "result dims ⟨⟨(3), (3)⟩, ()⟩" in done.stdout
