@@ -45,6 +45,7 @@ import sympy
 
 from clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
+from fsmooth.artifact import result_components
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -142,9 +143,10 @@ class _OpenCLEmitter(KernelEmitter):
         return lines + [f"{scoped.label}: ;"] if scoped.used else lines
 
     # -- the kernel function
-    def kernel(self, phase: Phase, hoisted: dict, output: str, status: str,
+    def kernel(self, phase: Phase, hoisted: dict, outputs: list, status: str,
                failing_before: tuple) -> tuple[str, tuple]:
-        """The kernel's source and launch arguments.  ``status``: the status buffer's name;
+        """The kernel's source and launch arguments.  ``outputs``: the output buffers' names (one,
+        or one per component of a tuple result); ``status``: the status buffer's name;
         ``failing_before``: the earlier launches that can fail (their elements are tested first)."""
         k = self.k
         params, args, env = [], [], {}
@@ -157,9 +159,10 @@ class _OpenCLEmitter(KernelEmitter):
                 params.append(f"{_arg_type(ty)} {cname}")
                 env[name] = ScalarVariable(cname)
             args.append(name)
-        params.append(f"__global {_mem_type(p.scalar_of(k.result_data))} *restrict out")
-        args.append(output)
-        env[k.dest] = _Memory("out", "global", "output")
+        for (suffix, ty, _), buffer in zip(self.outputs, outputs):
+            params.append(f"__global {_mem_type(element_scalar(ty))} *restrict out{suffix}")
+            args.append(buffer)
+            env[f"{k.dest}{suffix}"] = _Memory(f"out{suffix}", "global", "output")
         used = free_identifiers(phase.body) | (free_identifiers(phase.tail) if phase.tail is not None else set())
         for name, buf in hoisted.items():
             if name in used:
@@ -220,11 +223,8 @@ class _OpenCLEmitter(KernelEmitter):
                         return guarded
                     return guarded + [f"barrier({_FENCE[target.space]});"]
                 return super().comm(c, env, ranges)
-            case p.DoubleBuffer(data=p.Rec() as data):
-                if not all(isinstance(leaf, p.Num) for _, leaf in p.record_leaves(data)):
-                    raise CompileError(f"{self.k.name}: an ifold whose tuple state holds an array is not "
-                                       "supported by the OpenCL back end yet")
-                return self.record_double_buffer(c, env, ranges)  # private variables, as in C
+            case p.DoubleBuffer(data=p.Rec()):
+                return self.record_double_buffer(c, env, ranges)
             case p.DoubleBuffer():
                 return self._double_buffer(c, env, ranges)
             case p.CallCmd(fn) | p.CallExp(fn):
@@ -279,6 +279,13 @@ class _OpenCLEmitter(KernelEmitter):
                 # other work-items of the group read what this loop wrote (DPIA §6.2)
                 return [f"barrier({_FENCE[target.space]});"]
         return []
+
+    def buffer_pointer(self, acc: p.Phrase, data: p.Data, env: dict, ranges):
+        memory = self._binding(acc, env, ranges)
+        space = memory.space if isinstance(memory, _Memory) else "global"
+        role = memory.role if isinstance(memory, _Memory) else "temp"
+        t = f"{_qualifier(space)}{c_type(data) if space == 'private' else _mem_type(p.scalar_of(data))}"
+        return t, lambda cname: _Memory(cname, space, role)
 
     def _double_buffer(self, c: p.DoubleBuffer, env: dict, ranges) -> list[str]:
         checks: list = []
@@ -535,8 +542,11 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
     k = prog.kernels[prog.entry]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
-    output = next(name for name in ("out", "result", "out_1", "out_2") if name not in params | symbols)
-    taken = OPENCL_NAMES | params | symbols | {k.dest, output}
+    components = result_components(k.result, k.result_dims)
+    base = next(name for name in ("out", "result", "output", "fs_out")
+                if not {f"{name}{suffix}" for suffix, _, _ in components} & (params | symbols))
+    outputs = [f"{base}{suffix}" for suffix, _, _ in components]
+    taken = OPENCL_NAMES | params | symbols | {k.dest} | set(outputs)
     plan = plan_kernels(k, set(taken))
     taken = taken | set(plan.buffers)
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
@@ -545,7 +555,7 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
         # the parameters' and sizes' own names stay free for their C names (emit's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
         emitter = _OpenCLEmitter(k, frozenset(reserved), options, slot=j)
-        text, args = emitter.kernel(phase, plan.buffers, output, status, tuple(failing))
+        text, args = emitter.kernel(phase, plan.buffers, outputs, status, tuple(failing))
         if emitter.may_fail:
             failing.append(j)
         texts.append(text)
@@ -553,15 +563,16 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
         launches.append(Launch(phase.name, args, tuple(str(n) for n in phase.global_size), local))
         interface = emitter.interface()
     body = "\n\n".join(texts)
-    scalars = {element_scalar(ty) for _, ty, _ in k.params} | {p.scalar_of(k.result_data)}
+    scalars = {element_scalar(ty) for _, ty, _ in k.params} | {element_scalar(ty) for _, ty, _ in components}
     fp64 = Double in scalars or re.search(r"\bdouble\b", body) is not None
     buffers = {}
     for name, ty, dims in k.params:
         if isinstance(ty, ArrayT):
             count = sympy.Mul(*(sympy.sympify(d) for d in dims))
             buffers[name] = Buffer(name, "input", element_scalar(ty), str(count))
-    result_count = sympy.Mul(*(sympy.sympify(d) for d in k.result_dims)) if k.result_dims else sympy.Integer(1)
-    buffers[output] = Buffer(output, "output", p.scalar_of(k.result_data), str(result_count))
+    for output, (_, ty, dims) in zip(outputs, components):
+        count = sympy.Mul(*(sympy.sympify(d) for d in dims)) if dims else sympy.Integer(1)
+        buffers[output] = Buffer(output, "output", element_scalar(ty), str(count))
     for name, buf in plan.buffers.items():
         buffers[name] = Buffer(name, buf.role, buf.elem, str(buf.count))
     buffers[status] = Buffer(status, "status", STATUS_ELEM, str(len(launches)))

@@ -512,10 +512,11 @@ class KernelEmitter:
             t = c_type(leaf)
             if isinstance(leaf, p.Arr):
                 s, o = self.namer.fresh(c.state), self.namer.fresh(c.out)
+                t, variable = self.buffer_pointer(a, leaf, env, ranges)
                 head += [f"{t} *{s} = {self.address(a, env, ranges, checks)};",
                          f"{t} *{o} = {self.address(b, env, ranges, checks)};"]
                 swap.append(f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}")
-                reading[path], writing[path] = BufferVariable(s), BufferVariable(o)
+                reading[path], writing[path] = variable(s), variable(o)
             else:
                 s, o = self.lvalue(a, env, ranges, checks), self.lvalue(b, env, ranges, checks)
                 self.reads[s] = self.reads[o] = True
@@ -530,6 +531,11 @@ class KernelEmitter:
         inner = {**env, c.state: state, c.out: record(writing, c.data)}
         loop = self.loop(c.index, n, c.body, inner, ranges, swap)
         return checks + head + loop + self.comm(c.after, {**env, c.state: state}, ranges)
+
+    def buffer_pointer(self, acc: p.Phrase, data: p.Data, env: dict, ranges: Ranges):
+        """(the C type a pointer into the buffer behind ``acc`` points at, the binding of such a
+        pointer): a back end with address spaces (OpenCL) qualifies it."""
+        return c_type(data), BufferVariable
 
     def region(self, cname: str, data: p.Data, offset, body: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
         """``new`` of an array as ``cname`` for ``body`` (``env`` binds it): at its static

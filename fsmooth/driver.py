@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import core
-from .errors import CompileError
 from .options import Options
-from .types import TupleT
 
 STAGES = ("core", "anf", "shape", "dps", "dpia", "c")
 
@@ -93,11 +91,6 @@ def compile_to_opencl(program: core.Program, options: Options = Options()):
     from .optimize import optimize_program
     from .simplify import simplify_program
 
-    main = program.main
-    if any(isinstance(t, TupleT) for t in (main.result, *(t for _, t in main.params))):
-        raise CompileError(f"kernel {main.name} takes or returns a tuple: the OpenCL back end does not pass "
-                           "tuples to or from the host yet (tuples inside the kernel are fine); return "
-                           "the components from separate kernels", main.loc)
     options = opencl_options(options)
     anf = optimize_program(inline_every_call(simplify_program(program)), options)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)), options)

@@ -94,7 +94,8 @@ class Kernel:
         if executable is None:
             from .opencl_runtime import OpenCLExecutable
 
-            executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context)
+            executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
+                                                              self.program().main.params)
         return executable
 
     def opencl(self, *args, context=None, device_result=None):

@@ -38,8 +38,9 @@ import pyopencl.tools as cl_tools
 import sympy
 
 from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
-from .runtime import MEMO_LIMIT, array_converter, raise_status, scalar_converter, size_getter
-from .types import NUMPY_DTYPE, Bool, Card, element_scalar, rank, type_str
+from .runtime import (MEMO_LIMIT, array_converter, assemble, raise_status, scalar_converter, size_getter,
+                      tuple_flattener)
+from .types import NUMPY_DTYPE, Bool, Card, TupleT, element_scalar, rank, type_str
 
 # Simulators are correct but thousands of times slower than a real device: only an explicit
 # PYOPENCL_CTX selects one.
@@ -367,7 +368,7 @@ class Timing:
 
 @dataclass(frozen=True)
 class _Plan:
-    result_dims: tuple
+    result_dims: tuple  # per output (one, or one per component of a tuple result)
     nbytes: dict  # buffer name -> bytes, for the non-input buffers
     launches: tuple  # (global size, local size or None) per launch; None: skipped (no work-item)
 
@@ -376,9 +377,11 @@ class OpenCLExecutable:
     """An ``OpenCLArtifact`` built for one device, callable on numpy arrays, Python scalars and
     ``pyopencl.array.Array``s."""
 
-    def __init__(self, artifact: OpenCLArtifact, context: cl.Context | None = None):
+    def __init__(self, artifact: OpenCLArtifact, context: cl.Context | None = None, signature: tuple = ()):
         self.artifact = artifact
         self.interface = interface = artifact.interface
+        # a tuple parameter is passed as its components (fsmooth.runtime.tuple_flattener)
+        self._flatten = tuple_flattener(interface.name, signature)
         self.name = name = interface.name
         self.context = context if context is not None else default_context()
         self.device = self.context.devices[0]
@@ -402,15 +405,15 @@ class OpenCLExecutable:
         self._check_sizes = compile_constraint_check(
             self._symbols, [c.c_expr for c in interface.constraints], name)
 
-        result_scalar = element_scalar(interface.result)
-        self._result_rank = rank(interface.result)
-        self._result_dtype = NUMPY_DTYPE[result_scalar]
-        self._output = next(b for b in artifact.buffers.values() if b.role == "output")
+        # Per output buffer (one, or one per component of a tuple result): its rank and dtype.
+        self._outputs = tuple(b for b in artifact.buffers.values() if b.role == "output")
+        self._result_types = tuple((rank(ty), NUMPY_DTYPE[element_scalar(ty)]) for _, ty, _ in interface.outputs)
+        self._tuple_result = isinstance(interface.result, TupleT)
         self._status = next((b for b in artifact.buffers.values() if b.role == "status"), None)
         self._status_zeros = np.zeros(len(artifact.launches), dtype=_STATUS_DTYPE)
         self._sized = tuple(b for b in artifact.buffers.values() if b.role not in ("input", "status"))
         launches = artifact.launches
-        formulas = (list(interface.result_dims) + [b.count for b in self._sized]
+        formulas = ([d for _, _, dims in interface.outputs for d in dims] + [b.count for b in self._sized]
                     + [g for launch in launches for g in launch.global_size]
                     + [l for launch in launches for l in (launch.local_size or ())])
         self._sizes_of = compile_size_function(self._symbols, formulas, name)
@@ -450,11 +453,14 @@ class OpenCLExecutable:
         if statuses and any(statuses[0].name not in launch.args for launch in a.launches):
             raise ValueError(f"{where}: every launch must pass the status buffer {statuses[0].name!r}")
         outputs = [b for b in a.buffers.values() if b.role == "output"]
-        if len(outputs) != 1:
-            raise ValueError(f"{where}: needs exactly one 'output' buffer, has {len(outputs)}")
-        if outputs[0].elem != element_scalar(self.interface.result):
-            raise ValueError(f"{where}: the output buffer holds {outputs[0].elem}, but the result "
-                             f"is {type_str(self.interface.result)}")
+        components = self.interface.outputs
+        if len(outputs) != len(components):
+            raise ValueError(f"{where}: needs {len(components)} 'output' buffer(s), one per component of "
+                             f"the result, has {len(outputs)}")
+        for buffer, (_, ty, _) in zip(outputs, components):
+            if buffer.elem != element_scalar(ty):
+                raise ValueError(f"{where}: the output buffer {buffer.name} holds {buffer.elem}, but its "
+                                 f"component of the result is {type_str(ty)}")
         for launch in a.launches:
             if not 1 <= len(launch.global_size) <= 3 or (
                     launch.local_size is not None and len(launch.local_size) != len(launch.global_size)):
@@ -520,18 +526,19 @@ class OpenCLExecutable:
             raise ValueError(f"{self.name}: argument '{constraint.param}': {constraint.message} "
                              f"(sizes: {shown})")
         values = iter(self._sizes_of(sizes))
-        dims = tuple(next(values) for _ in range(len(self.interface.result_dims)))
+        dims = tuple(tuple(next(values) for _ in component_dims) for _, _, component_dims in self.interface.outputs)
         nbytes = {b.name: next(values) * NUMPY_DTYPE[b.elem].itemsize for b in self._sized}
         launches = self.artifact.launches
         global_sizes = [tuple(next(values) for _ in launch.global_size) for launch in launches]
         local_sizes = [tuple(next(values) for _ in launch.local_size) if launch.local_size else None
                        for launch in launches]
-        if any(d < 0 for d in dims) or any(n < 0 for n in nbytes.values()):
+        if any(d < 0 for ds in dims for d in ds) or any(n < 0 for n in nbytes.values()):
             raise RuntimeError(f"{self.name}: a size formula gave a negative size for {sizes}")
-        want = math.prod(dims) * self._result_dtype.itemsize
-        if nbytes[self._output.name] != want:
-            raise RuntimeError(f"{self.name}: the output buffer has {nbytes[self._output.name]} bytes, "
-                               f"but the result needs {want}")
+        for buffer, ds, (_, dtype) in zip(self._outputs, dims, self._result_types):
+            want = math.prod(ds) * dtype.itemsize
+            if nbytes[buffer.name] != want:
+                raise RuntimeError(f"{self.name}: the output buffer {buffer.name} has {nbytes[buffer.name]} "
+                                   f"bytes, but its result needs {want}")
         planned = []
         for launch, gsize, lsize in zip(launches, global_sizes, local_sizes):
             if any(g < 0 for g in gsize) or (lsize and any(l <= 0 for l in lsize)):
@@ -561,8 +568,9 @@ class OpenCLExecutable:
         return buffer
 
     def _launch(self, values: dict, sizes: tuple, plan: _Plan, device_result: bool):
-        """Enqueue every launch; return the device result array (device_result) or the output
-        buffer, and the read of the status buffer enqueued after them (None without one)."""
+        """Enqueue every launch; return the device result arrays (device_result) or the output
+        buffers, one per output, and the read of the status buffer enqueued after them (None
+        without one)."""
         bound = {}
         for bname, buf in self.artifact.buffers.items():
             if buf.role == "input":
@@ -571,13 +579,14 @@ class OpenCLExecutable:
                 bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname])
             elif buf.role == "local":
                 bound[bname] = cl.LocalMemory(max(plan.nbytes[bname], NUMPY_DTYPE[buf.elem].itemsize))
-        result = None
-        out = self._output.name
-        if device_result:
-            result = cl_array.empty(self.queue, plan.result_dims, self._result_dtype, allocator=self._result_pool)
-            bound[out] = result.base_data if result.size else self._reused_buffer("empty result", 1)
-        else:
-            bound[out] = self._reused_buffer(f"output {out}", plan.nbytes[out])
+        results = []
+        for buffer, dims, (_, dtype) in zip(self._outputs, plan.result_dims, self._result_types):
+            out = buffer.name
+            if device_result:
+                results.append(cl_array.empty(self.queue, dims, dtype, allocator=self._result_pool))
+                bound[out] = results[-1].base_data if results[-1].size else self._reused_buffer(f"empty {out}", 1)
+            else:
+                results.append(bound.setdefault(out, self._reused_buffer(f"output {out}", plan.nbytes[out])))
         for symbol, value in zip(self._symbols, sizes):
             bound.setdefault(symbol, np.int64(value))
         for pname, ty in self.interface.params:
@@ -604,7 +613,7 @@ class OpenCLExecutable:
             # after the launches on the in-order queue: ready once they are done
             event = cl.enqueue_copy(self.queue, codes, bound[self._status.name], is_blocking=False)
             status_read = (codes, event)
-        return (result if device_result else bound[out]), status_read
+        return results, status_read
 
     def _raise_failed_check(self, status_read) -> None:
         """Raise for the first failed check of the call, as the C runtime does for its status."""
@@ -630,21 +639,31 @@ class OpenCLExecutable:
     def call(self, *args, device_result: bool | None = None):
         """Run the kernel.  The result is a numpy array (array result) or a Python float/int/bool,
         or a ``pyopencl.array.Array`` left on the device when ``device_result`` is true or, by
-        default, when some argument was a device array."""
+        default, when some argument was a device array; a Python tuple of these for a tuple."""
+        return self._call(self._flatten(args) if self._flatten is not None else args, device_result)
+
+    def _call(self, args: tuple, device_result: bool | None):
+        """``call`` on the arguments of the OpenCL kernels: a tuple parameter's components."""
         values, layout, on_device = self._convert(args)
         sizes = self._size_getter(layout)
         plan = self._plan(sizes)
         keep_on_device = on_device if device_result is None else device_result
         with self._lock:
-            out, status_read = self._launch(values, sizes, plan, keep_on_device)
+            outs, status_read = self._launch(values, sizes, plan, keep_on_device)
             if keep_on_device:
                 self._raise_failed_check(status_read)
-                return out
-            host = np.empty(plan.result_dims, dtype=self._result_dtype)
-            if host.nbytes:
-                cl.enqueue_copy(self.queue, host, out, is_blocking=True)
+                return self._assemble(outs)
+            values = []
+            for out, dims, (result_rank, dtype) in zip(outs, plan.result_dims, self._result_types):
+                host = np.empty(dims, dtype=dtype)
+                if host.nbytes:
+                    cl.enqueue_copy(self.queue, host, out, is_blocking=True)
+                values.append(host if result_rank else host.item())
             self._raise_failed_check(status_read)
-        return host if self._result_rank else host.item()
+        return self._assemble(values)
+
+    def _assemble(self, values: list):
+        return assemble(self.interface.result, iter(values)) if self._tuple_result else values[0]
 
     __call__ = call
 
@@ -663,6 +682,8 @@ class OpenCLExecutable:
     def to_device(self, *args) -> tuple:
         """The arguments checked and converted, arrays copied to this executable's device once
         (for repeated calls without host transfers)."""
+        if self._flatten is not None:
+            args = self._flatten(args)  # the tuples' components, as the device arguments are
         values, _, _ = self._convert(args)
         return tuple(values[p] if not rank(ty) or isinstance(values[p], cl_array.Array)
                      else cl_array.to_device(self.queue, values[p])
@@ -676,9 +697,9 @@ class OpenCLExecutable:
             raise ValueError("run_timed needs repeats >= 1")
         device_args = self.to_device(*args)
         for _ in range(warmup):
-            self.call(*device_args, device_result=True)
+            self._call(device_args, device_result=True)
         times = []
         for _ in range(repeats):
-            self.call(*device_args, device_result=True)
+            self._call(device_args, device_result=True)
             times.append(sum(p.seconds for p in self.last_profile))
         return Timing(statistics.median(times), tuple(times))

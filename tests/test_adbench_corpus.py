@@ -313,31 +313,22 @@ def test_reference_matches_numpy(case: Case, variant):
 
 
 # ----------------------------------------------------------------------------- compiled
-# The objectives (and a few of their parts) compiled to C and to OpenCL.  Every one compiles to
-# C and matches.  On OpenCL, a kernel that returns a tuple (BA, lstm_predict) or folds over a tuple
-# holding an array (LSTM) is a CompileError for now: a strict expected failure, a known gap of the
-# issue rather than a hidden one.
+# The objectives (and a few of their parts) compiled to C and to OpenCL.
 
-OPENCL_GAP = pytest.mark.xfail(strict=True, raises=fs.CompileError,
-                               reason="tuples at the OpenCL host boundary or holding arrays: not supported yet")
 OBJECTIVES = {adbench_gmm.gmm_full_objective, adbench_ba.ba_objective,
               adbench_hand.hand_objective, adbench_hand.hand_objective_complicated,
               adbench_lstm.lstm_objective, adbench_gmm.log_gamma_distrib,
               adbench_gmm.q_times_x, adbench_hand.relatives_to_absolutes,
               adbench_lstm.lstm_predict}
-OPENCL_GAPS = {adbench_ba.ba_objective, adbench_lstm.lstm_objective, adbench_lstm.lstm_predict}
-
-
-def _compiled_param(case: Case, variant, opencl: bool = False):
-    marks = [OPENCL_GAP] if opencl and case.kernel in OPENCL_GAPS else []
-    return pytest.param(case, variant, id=case.label(variant), marks=marks)
+def _compiled_param(case: Case, variant):
+    return pytest.param(case, variant, id=case.label(variant))
 
 
 COMPILED_CASES = [_compiled_param(case, variant)
                   for case in CASES if case.kernel in OBJECTIVES for variant in case.variants]
 # OpenCL: one small size each (for the GMM objective the first with d > 1: a real triangle)
 OPENCL_CASES = [_compiled_param(case, case.variants[2 if case.kernel is adbench_gmm.gmm_full_objective
-                                                    else 0], opencl=True)
+                                                    else 0])
                 for case in CASES if case.kernel in OBJECTIVES]
 
 

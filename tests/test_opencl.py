@@ -21,9 +21,9 @@ from fsmooth import Array, Float, ifold, length
 from fsmooth.errors import Loc
 from fsmooth.opencl_runtime import DeviceCapabilityError, default_context
 from fsmooth.strategies import Strategy
-from fsmooth.types import ArrayT, Double, TupleT, element_scalar
+from fsmooth.types import ArrayT, Double, element_scalar
 from opencl_oclgrind import run_under_oclgrind
-from test_corpus import CASES, arguments, assert_close
+from test_corpus import CASES, arguments, assert_close, check_result_type
 
 ONE_VARIANT = 2  # variants per corpus case: the smallest sizes, 1 included
 
@@ -54,24 +54,8 @@ def _fp64(context) -> bool:
     return bool(context.devices[0].double_fp_config)
 
 
-def passes_tuples(kernel) -> bool:
-    """Takes or returns a tuple: the OpenCL host side does not pass those yet (a CompileError)."""
-    main = kernel.program().main
-    return any(isinstance(t, TupleT) for t in (main.result, *(t for _, t in main.params)))
-
-
-OPENCL_CASES = [case for case in CASES if not passes_tuples(case.kernel)]
 CORPUS = [pytest.param(case, variant, id=f"{case.kernel.name}-{variant}-{i}")
-          for i, case in enumerate(OPENCL_CASES) for variant in case.variants[:ONE_VARIANT]]
-
-
-def test_tuples_at_the_opencl_boundary_are_a_located_compile_error():
-    from corpus import tuples
-    for kernel in (tuples.argmax, tuples.scale_and_sum):
-        with pytest.raises(fs.CompileError, match="does not pass tuples") as info:
-            kernel.opencl_artifact()
-        assert info.value.filename == tuples.__file__ and info.value.lineno > 1
-    assert not passes_tuples(tuples.online_logsumexp)  # a tuple inside the kernel goes through OpenCL
+          for i, case in enumerate(CASES) for variant in case.variants[:ONE_VARIANT]]
 
 
 @pytest.mark.parametrize("case, variant", CORPUS)
@@ -84,11 +68,7 @@ def test_corpus_through_opencl_equals_reference(context, case, variant):
             case.kernel.opencl(*args, context=context)
         return
     got = case.kernel.opencl(*args, context=context)
-    assert np.shape(got) == np.shape(expected)
-    result = typing.get_type_hints(case.kernel.fn)["return"]
-    if isinstance(result, ArrayT):
-        assert got.dtype == np.dtype({"Double": np.float64, "Float": np.float32}.get(
-            element_scalar(result).name, got.dtype))
+    check_result_type(got, case.kernel.program().main.result)
     assert_close(got, expected, **case.tol)
 
 
@@ -272,11 +252,10 @@ def test_blas_under_oclgrind_has_no_race_or_out_of_bounds():
 def test_corpus_under_oclgrind_has_no_race_or_out_of_bounds():
     ok, report = run_under_oclgrind("""
         import numpy as np
-        from test_corpus import arguments
-        from test_opencl import OPENCL_CASES
-        for case in OPENCL_CASES:
+        from test_corpus import CASES, arguments, assert_close
+        for case in CASES:
             args = arguments(case, case.variants[-1])
-            np.testing.assert_allclose(case.kernel.opencl(*args), case.kernel.reference(*args), **case.tol)
+            assert_close(case.kernel.opencl(*args), case.kernel.reference(*args), **case.tol)
     """, timeout=900)
     assert ok, report
 
