@@ -20,7 +20,7 @@ import numpy as np
 import sympy
 
 from fsmooth import prims
-from fsmooth.core import Lit, Var
+from fsmooth.core import Lit, Var, flatten_tuples
 from fsmooth.types import ArrayT, BYTES, NUMPY_DTYPE, Scalar, TupleT, element_scalar
 
 from fsmooth.artifact import result_components
@@ -317,7 +317,7 @@ class Run:
 def run_kernel(program: ir.Program, name: str, args: list) -> Run:
     """Run kernel ``name`` on numpy arrays / Python scalars, as the generated C would."""
     k = program.kernels[name]
-    args = _flat(args)  # a tuple parameter is passed as its components
+    args = flatten_tuples(args)  # a tuple parameter is passed as its components
     values = []
     sizes: dict = {}
     for (pname, ty, dims), a in zip(k.params, args):
@@ -350,10 +350,6 @@ def run_kernel(program: ir.Program, name: str, args: list) -> Run:
     if out is not None:
         result = out.mem.view(NUMPY_DTYPE[element_scalar(k.result)]).reshape(dims).copy()
     return Run(result, arena.high_water, scratch)
-
-
-def _flat(args) -> list:
-    return [leaf for a in args for leaf in (_flat(a) if isinstance(a, tuple) else [a])]
 
 
 def _leaves(value) -> list:

@@ -324,12 +324,13 @@ def interpret(e: Expr, env: dict, program: Program | None = None):
 def run_kernel(program: Program, name: str, args: list):
     k = program.kernels[name]
     if not any(isinstance(t, TupleT) for _, t in k.params):  # tuples passed as their components
-        args = _flat(args)
+        args = flatten_tuples(args)
     return interpret(k.body, dict(zip((n for n, _ in k.params), args)), program)
 
 
-def _flat(args) -> list:
-    return [leaf for a in args for leaf in (_flat(a) if isinstance(a, tuple) else [a])]
+def flatten_tuples(args) -> list:
+    """The arguments of a kernel whose tuple parameters are passed as their components."""
+    return [leaf for a in args for leaf in (flatten_tuples(a) if isinstance(a, tuple) else [a])]
 
 
 # ----------------------------------------------------------------------------- traversal helpers

@@ -34,7 +34,7 @@ from .artifact import STATUS, CArtifact, KernelInterface
 from .errors import CompileError
 from .kernel import Kernel
 from .options import Options
-from .types import ArrayT, C_TYPE, element_scalar, rank, type_str
+from .types import rank, type_str
 
 
 @dataclass(frozen=True)

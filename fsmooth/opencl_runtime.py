@@ -455,8 +455,9 @@ class OpenCLExecutable:
         outputs = [b for b in a.buffers.values() if b.role == "output"]
         components = self.interface.outputs
         if len(outputs) != len(components):
-            raise ValueError(f"{where}: needs {len(components)} 'output' buffer(s), one per component of "
-                             f"the result, has {len(outputs)}")
+            wanted = "exactly one 'output' buffer" if len(components) == 1 else \
+                f"{len(components)} 'output' buffers, one per component of the result"
+            raise ValueError(f"{where}: needs {wanted}, has {len(outputs)}")
         for buffer, (_, ty, _) in zip(outputs, components):
             if buffer.elem != element_scalar(ty):
                 raise ValueError(f"{where}: the output buffer {buffer.name} holds {buffer.elem}, but its "

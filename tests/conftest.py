@@ -29,3 +29,32 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20240613)
+
+
+def builds_kernels(context) -> bool:
+    """Whether an OpenCL context can build a trivial kernel (PoCL 3.0's LLVM cannot target some
+    newer CPUs)."""
+    import pyopencl as cl
+
+    try:
+        cl.Program(context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
+        return True
+    except (cl.Error, RuntimeError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def opencl_context():
+    """PoCL (fsmooth's default device) where it builds a kernel, else Oclgrind's CPU device."""
+    import pyopencl as cl
+
+    from fsmooth.opencl_runtime import default_context
+
+    try:
+        default = default_context()
+        if builds_kernels(default):
+            return default
+    except RuntimeError:
+        pass
+    grind = next(p for p in cl.get_platforms() if p.name == "Oclgrind")
+    return cl.Context(grind.get_devices())

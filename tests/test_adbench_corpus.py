@@ -351,22 +351,6 @@ def test_compiled_matches_reference_and_numpy(case: Case, variant):
             np.testing.assert_array_equal(after, before)
 
 
-@pytest.fixture(scope="module")
-def opencl_context():
-    """PoCL where it can build a kernel, else Oclgrind's CPU device (as tests/test_opencl.py)."""
-    cl = pytest.importorskip("pyopencl")
-    from fsmooth.opencl_runtime import default_context
-    try:
-        default = default_context()
-        cl.Program(default, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
-        return default
-    except (cl.Error, RuntimeError):
-        grind = [p for p in cl.get_platforms() if p.name == "Oclgrind"]
-        if not grind:
-            pytest.skip("no OpenCL device that builds kernels")
-        return cl.Context(grind[0].get_devices())
-
-
 @pytest.mark.parametrize("case, variant", OPENCL_CASES)
 def test_opencl_matches_reference_and_numpy(opencl_context, case: Case, variant):
     if not opencl_context.devices[0].double_fp_config:

@@ -472,21 +472,8 @@ def int_on_the_device(v: Array[Float]) -> Array[Index]:
 
 
 @pytest.fixture(scope="module")
-def context():
-    """As tests/test_opencl.py: PoCL where it builds a trivial kernel, else Oclgrind."""
-    import pyopencl as cl
-
-    from fsmooth.opencl_runtime import default_context
-    from test_opencl import _builds
-
-    try:
-        default = default_context()
-        if _builds(default):
-            return default
-    except RuntimeError:
-        pass
-    grind = next(p for p in cl.get_platforms() if p.name == "Oclgrind")
-    return cl.Context(grind.get_devices())
+def context(opencl_context):
+    return opencl_context
 
 
 def test_many_functions_through_opencl(context, rng):

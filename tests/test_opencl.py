@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import inspect
 import json
-import typing
 
 import numpy as np
-import pyopencl as cl
 import pytest
 import sympy
 
@@ -19,35 +17,18 @@ from dpia import phrases as ph
 from dpia.strategy_check import check_passive
 from fsmooth import Array, Float, ifold, length
 from fsmooth.errors import Loc
-from fsmooth.opencl_runtime import DeviceCapabilityError, default_context
+from fsmooth.opencl_runtime import DeviceCapabilityError
 from fsmooth.strategies import Strategy
-from fsmooth.types import ArrayT, Double, element_scalar
+from fsmooth.types import Double
 from opencl_oclgrind import run_under_oclgrind
 from test_corpus import CASES, arguments, assert_close, check_result_type
 
 ONE_VARIANT = 2  # variants per corpus case: the smallest sizes, 1 included
 
 
-def _builds(context: cl.Context) -> bool:
-    try:
-        cl.Program(context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
-        return True
-    except (cl.Error, RuntimeError):
-        return False
-
-
 @pytest.fixture(scope="module")
-def context():
-    """PoCL (fsmooth's default device) where it can build a trivial kernel, else Oclgrind's CPU
-    device: PoCL 3.0's LLVM cannot target some newer CPUs."""
-    try:
-        default = default_context()
-        if _builds(default):
-            return default
-    except RuntimeError:
-        pass
-    grind = next(p for p in cl.get_platforms() if p.name == "Oclgrind")
-    return cl.Context(grind.get_devices())
+def context(opencl_context):
+    return opencl_context
 
 
 def _fp64(context) -> bool:
