@@ -8,6 +8,7 @@ laid out again (offsets and scratch shrink with every removed region).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import sympy
@@ -43,7 +44,7 @@ def dead_allocation(t: ir.Term) -> ir.Term | None:
 def cardinality(t: ir.Term) -> ir.Term | None:
     """Cardinality simplification: every size in its simplest sympy form."""
     def card(e):
-        return sympy.simplify(e) if isinstance(e, sympy.Basic) else e
+        return simplest(e) if isinstance(e, sympy.Basic) else e
 
     def ref(r):
         return ir.Offset(r.base, card(r.elems)) if isinstance(r, ir.Offset) else r
@@ -58,6 +59,13 @@ def cardinality(t: ir.Term) -> ir.Term | None:
         case ir.CardOf(value) if card(value) != value:
             return ir.CardOf(card(value))
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def simplest(e: sympy.Basic) -> sympy.Basic:
+    """``sympy.simplify(e)``, once per expression: the rules meet the same sizes again and again
+    (every rewrite revisits the terms below it), and simplify is by far their dearest step."""
+    return sympy.simplify(e)
 
 
 def dead_cardinality(t: ir.Term) -> ir.Term | None:
