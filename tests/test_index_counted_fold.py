@@ -18,7 +18,6 @@ from fsmooth import Array, Double, Index, build, ifold, length
 from shape.sizes import size_symbol
 from test_corpus import DOUBLE
 from test_dps import check_run, stages
-from test_opencl import context  # noqa: F401  (the OpenCL context fixture)
 
 SIZES = (0, 1, 2, 5, 17, 300)
 
@@ -174,12 +173,12 @@ def test_dpia_ranges_bound_a_loop_bound_of_an_enclosing_variable():
     (triangular.lower_times, lambda rng, n: (_vec(rng, n * (n + 1) // 2), _vec(rng, n))),
     (triangular.counted_by_index, lambda rng, n: (_vec(rng, n), n - 4)),
 ])
-def test_through_opencl(context, kernel, make, rng):
+def test_through_opencl(opencl_context, kernel, make, rng):
     for n in (0, 1, 2, 5, 17):
         args = make(rng, n)
         if n == 0 and kernel is triangular.counted_by_index:
             continue
-        np.testing.assert_allclose(kernel.opencl(*args, context=context), kernel.reference(*args), **DOUBLE)
+        np.testing.assert_allclose(kernel.opencl(*args, context=opencl_context), kernel.reference(*args), **DOUBLE)
 
 
 @fs.kernel
@@ -188,10 +187,10 @@ def prefix_sums_workgroups(m: Array[Array[Double]]) -> Array[Array[Double]]:
         length(m[0]), lambda i: ifold(lambda a, j: a + m[r][j], 0.0, i)))
 
 
-def test_index_counted_fold_inside_a_local_build(context, rng):
+def test_index_counted_fold_inside_a_local_build(opencl_context, rng):
     for rows, cols in ((1, 1), (3, 5), (4, 33)):
         m = rng.uniform(-1, 1, (rows, cols))
         expected = np.concatenate([np.zeros((rows, 1)), np.cumsum(m, axis=1)[:, :-1]], axis=1)
         np.testing.assert_allclose(prefix_sums_workgroups.reference(m), expected, **DOUBLE)
         np.testing.assert_allclose(prefix_sums_workgroups(m), expected, **DOUBLE)
-        np.testing.assert_allclose(prefix_sums_workgroups.opencl(m, context=context), expected, **DOUBLE)
+        np.testing.assert_allclose(prefix_sums_workgroups.opencl(m, context=opencl_context), expected, **DOUBLE)
