@@ -17,7 +17,7 @@ import sympy
 
 from dps import ir as d
 from fsmooth.core import Lit, Var
-from fsmooth.types import ArrayT, Card, Scalar, TupleT, element_scalar
+from fsmooth.types import ArrayT, Card, Scalar, TupleT, element_scalar, path_suffix
 
 from . import phrases as p
 
@@ -30,7 +30,7 @@ def functional_body(kernel: d.Kernel) -> tuple[p.Phrase, p.Data, dict]:
         data = p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
         params[name] = p.Ident(name, p.ExpT(data))
     result = _data(kernel.result, kernel.result_dims)
-    outputs = {f"{kernel.dest}{_suffix(path)}": p.Ident(f"{kernel.dest}{_suffix(path)}", p.AccT(leaf))
+    outputs = {f"{kernel.dest}{path_suffix(path)}": p.Ident(f"{kernel.dest}{path_suffix(path)}", p.AccT(leaf))
                for path, leaf in p.record_leaves(result)}
     env = _Env(dict(params), outputs, {})
     return _phrase(kernel.body, result, env), result, params
@@ -44,13 +44,9 @@ def result_acceptor(dest: str, data: p.Data) -> p.Phrase:
     return p.Ident(dest, p.AccT(data))
 
 
-def _suffix(path: tuple) -> str:
-    return "".join(f"_{k}" for k in path)
-
-
 def _data(ty, dims) -> p.Data:
     if isinstance(ty, TupleT):
-        return p.Rec(tuple(_data(t, d) for t, d in zip(ty.items, dims or ((),) * len(ty.items))))
+        return p.Rec(tuple(_data(t, d) for t, d in zip(ty.items, dims)))
     return p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
 
 

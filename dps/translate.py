@@ -125,7 +125,7 @@ class _KernelTranslator:
                 parts = [(self.fresh_view(), core.Proj(e, k, t)) for k, t in enumerate(ty.items)]
                 term: ir.Term = ir.TupleOf(tuple(core.Var(v, part.ty) for v, part in parts), ty, r)
                 for view, part in reversed(parts):
-                    dims = dims_of(self.shape(part)) if isinstance(part.ty, ArrayT) else ()
+                    dims = component_dims(part.ty, self.shape(part)) if isinstance(part.ty, (ArrayT, TupleT)) else ()
                     term = ir.Let(view, ir.Proj(e, part.index, part.ty), term, part.ty, dims)
                 return term
             case core.Var() | core.Lit():
@@ -250,7 +250,7 @@ class _KernelTranslator:
         let = ir.Let(name, self.term(rhs, dest), self.term(body, r), ty, dims)
         return self.allocated(allocs, let)
 
-    def tuple_dest(self, ty, shape_value, allocs: list, buffers: list | None = None) -> ir.Ref:
+    def tuple_dest(self, ty, shape_value, allocs: list) -> ir.Ref:
         """The destination of a tuple value: a new region per array component (appended to
         ``allocs`` as (region, elem, dims)), • per scalar one."""
         if isinstance(ty, TupleT):

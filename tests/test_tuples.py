@@ -13,7 +13,7 @@ import pytest
 import fsmooth as fs
 from corpus import tuples
 from dps.interp import run_kernel
-from fsmooth import Array, Double, build, length
+from fsmooth import Array, Card, Double, build, ifold, length
 from fsmooth.driver import run_pipeline
 from test_corpus import assert_close
 
@@ -93,3 +93,21 @@ def test_memory_report_of_a_tuple_result():
     assert done.returncode == 0, done.stderr
     assert "result dims: ⟨⟨(m_d0), (m_d0)⟩, ()⟩" in done.stdout
     assert "result dims ⟨⟨(3), (3)⟩, ()⟩" in done.stdout
+
+
+@fs.kernel
+def nested_state(v: Array[Double], n: Card) -> tuple[tuple[Array[Double], Double], Card]:
+    """A tuple variable whose component is a tuple holding an array, written to a destination
+    whole (the fold's initial state)."""
+    start = ((build(length(v), lambda i: 2.0 * v[i]), 1.0), 0)
+    return ifold(lambda s, k: ((build(length(v), lambda i: s[0][0][i] + 1.0), s[0][1] * 2.0), s[1] + 1), start, n)
+
+
+def test_a_nested_tuple_holding_an_array_is_written_whole(rng):
+    v = rng.standard_normal(4)
+    for n in (0, 1, 3):
+        expected = ((2.0 * v + n, 2.0 ** n), n)
+        assert_close(nested_state(v, n), expected, rtol=1e-12)
+        assert_close(nested_state.reference(v, n), expected, rtol=1e-12)
+        stages = run_pipeline(nested_state.program())
+        assert_close(run_kernel(stages.dps, "nested_state", [v, n]).result, expected, rtol=1e-12)
