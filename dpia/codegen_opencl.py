@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from clib import HEADER_DIR, SCALAR_HEADER
+from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
 from fsmooth.artifact import result_components
 from fsmooth.errors import CompileError

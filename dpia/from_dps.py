@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sympy
 
-from dps import ir as d
+from fsmooth.dps import ir as d
 from fsmooth.core import Lit, Var
 from fsmooth.types import ArrayT, Card, Scalar, TupleT, element_scalar, path_suffix
 

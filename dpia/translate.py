@@ -15,7 +15,7 @@ from typing import Callable
 
 import sympy
 
-from dps import ir as dps
+from fsmooth.dps import ir as dps
 
 from . import phrases as p
 from .from_dps import functional_body, result_acceptor, write_buffer

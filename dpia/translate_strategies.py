@@ -3,7 +3,7 @@ A(build n f)(A) = parfor⟨strategy⟩ n A (λ i o. A(f i)(o)), DPIA §6.2's map
 mapLocal/mapSeq as one primitive with its level.  Everything else translates as for C."""
 from __future__ import annotations
 
-from dps import ir as dps
+from fsmooth.dps import ir as dps
 
 from . import phrases as p
 from .translate import Translation, dpia_program

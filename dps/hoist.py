@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from shape.sizes import size_symbol
+from fsmooth.shape.sizes import size_symbol
 
 from . import ir
 from .terms import children, ifold_buffers, rebase

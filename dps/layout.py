@@ -17,7 +17,7 @@ import sympy
 from fsmooth.core import Var
 from fsmooth.errors import CompileError
 from fsmooth.types import BYTES, Card
-from shape.sizes import size_symbol
+from fsmooth.shape.sizes import size_symbol
 
 from . import ir
 

@@ -21,9 +21,9 @@ import sympy
 
 from fsmooth import core
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
-from shape import sizes as shape_sizes
-from shape.ir import CIRC, ShapeProgram, dims_of
-from shape.translate import kernel_functions, shape_of, shp
+from fsmooth.shape import sizes as shape_sizes
+from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
+from fsmooth.shape.translate import kernel_functions, shape_of, shp
 
 from . import ir
 from .bounds import Bounds

@@ -1,4 +1,12 @@
 """fsmooth: small functional array programs in Python, compiled to C with exact memory."""
+import pathlib as _pathlib
+
+# The stage packages install as fsmooth.shape, fsmooth.dps, fsmooth.dpia and fsmooth.clib
+# (pyproject's package_dir), but a checkout keeps them at the top of the repository, as the
+# layout has them; there, those subpackages are found beside this folder.
+_SOURCE_ROOT = _pathlib.Path(__file__).resolve().parent.parent
+if not (_pathlib.Path(__file__).resolve().parent / "dps").is_dir() and (_SOURCE_ROOT / "dps" / "ir.py").is_file():
+    __path__.append(str(_SOURCE_ROOT))
 from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
 from .builtins import (acos, asin, atan, atan2, ceil, copysign, cosh, erf, erfc, expm1, hypot, isfinite, isinf,
                        isnan, lgamma, log1p, log2, log10, sinh, tanh, trunc)

@@ -34,7 +34,7 @@ import cffi
 import platformdirs
 
 import fsmooth
-from clib import HEADER_DIR
+from fsmooth.clib import HEADER_DIR
 
 COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)

@@ -124,7 +124,7 @@ def compile_opencl(where: str, out_dir: str) -> str:
     type, element count) -- what a host program needs to run them (fsmooth/opencl_artifact.py)."""
     import json
 
-    from dpia.codegen_opencl import prelude
+    from fsmooth.dpia.codegen_opencl import prelude
 
     from .driver import compile_to_opencl
     from .types import type_str

@@ -28,11 +28,11 @@ class Stages:
 
 
 def run_pipeline(program: core.Program, options: Options = Options()) -> Stages:
-    from dpia.codegen_c import generate_c
-    from dpia.translate import dpia_program
-    from dps.simplify import simplify_allocs
-    from dps.translate import dps_program
-    from shape.translate import shape_program
+    from fsmooth.dpia.codegen_c import generate_c
+    from fsmooth.dpia.translate import dpia_program
+    from fsmooth.dps.simplify import simplify_allocs
+    from fsmooth.dps.translate import dps_program
+    from fsmooth.shape.translate import shape_program
 
     from .optimize import optimize_program
     from .simplify import simplify_program
@@ -82,11 +82,11 @@ def inline_every_call(program: core.Program) -> core.Program:
 def compile_to_opencl(program: core.Program, options: Options = Options()):
     """The ``fsmooth.opencl_artifact.OpenCLArtifact`` of ``program``: the stages of
     ``run_pipeline`` up to DPS, then accT/conT keeping the strategies, then OpenCL."""
-    from dpia.codegen_opencl import generate_opencl
-    from dpia.translate_strategies import strategy_program
-    from dps.simplify import simplify_allocs
-    from dps.translate import dps_program
-    from shape.translate import shape_program
+    from fsmooth.dpia.codegen_opencl import generate_opencl
+    from fsmooth.dpia.translate_strategies import strategy_program
+    from fsmooth.dps.simplify import simplify_allocs
+    from fsmooth.dps.translate import dps_program
+    from fsmooth.shape.translate import shape_program
 
     from .optimize import optimize_program
     from .simplify import simplify_program

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import fsmooth
-from clib import C_HEADERS, HEADER_DIR
-from dps.ir import ALIGN
+from fsmooth.clib import C_HEADERS, HEADER_DIR
+from fsmooth.dps.ir import ALIGN
 
 from . import core
 from .artifact import STATUS, CArtifact, KernelInterface

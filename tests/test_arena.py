@@ -8,7 +8,7 @@ import pytest
 
 import fsmooth as fs
 from corpus import ba, iterate, triangular
-from dps.ir import ALIGN
+from fsmooth.dps.ir import ALIGN
 from fsmooth import runtime
 from fsmooth.artifact import CArtifact, KernelInterface, SizeSource
 from fsmooth.types import Array, Card, Double

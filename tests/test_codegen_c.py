@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import sympy
 
-from dpia.codegen_c import generate_c
-from dpia.emit import c_int
-from dpia.translate import dpia_program
-from dps import ir as d
+from fsmooth.dpia.codegen_c import generate_c
+from fsmooth.dpia.emit import c_int
+from fsmooth.dpia.translate import dpia_program
+from fsmooth.dps import ir as d
 from fsmooth.core import Lit, Var
 from fsmooth.options import Options
 from fsmooth.types import Array, Bool, Card, Double, Index
@@ -431,7 +431,7 @@ def test_divisions_of_nonnegative_indices_are_plain_c():
     `%` or `/` (they agree with Python's there); elsewhere the floor-semantics helpers remain."""
     import sympy
 
-    from dpia.index import NonnegativeMod, NonnegativeQuotient, truncating_divisions
+    from fsmooth.dpia.index import NonnegativeMod, NonnegativeQuotient, truncating_divisions
 
     i, n = sympy.Symbol("i", integer=True), sympy.Symbol("n", integer=True, nonnegative=True)
     ranges = {i: (sympy.Integer(0), n - 1)}

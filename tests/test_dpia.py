@@ -7,10 +7,10 @@ import re
 import pytest
 import sympy
 
-from dpia import phrases as p
-from dpia.index import in_range, positive, simplify_index
-from dpia.translate import TRANSLATIONS, Translation, dpia_program
-from dps import ir as d
+from fsmooth.dpia import phrases as p
+from fsmooth.dpia.index import in_range, positive, simplify_index
+from fsmooth.dpia.translate import TRANSLATIONS, Translation, dpia_program
+from fsmooth.dps import ir as d
 from fsmooth.core import Lit, Var
 from fsmooth.types import Array, Bool, Card, Double, Index
 

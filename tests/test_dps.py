@@ -10,12 +10,12 @@ import fsmooth as fs
 from corpus import iterate, linalg
 from fsmooth import Array, Card, Double, Index, build, core, length
 from fsmooth.simplify import simplify_program
-from shape.translate import shape_program
-from dps import ir
-from dps.interp import run_kernel
-from dps.show import show_kernel
-from dps.simplify import simplify_allocs
-from dps.translate import dps_program
+from fsmooth.shape.translate import shape_program
+from fsmooth.dps import ir
+from fsmooth.dps.interp import run_kernel
+from fsmooth.dps.show import show_kernel
+from fsmooth.dps.simplify import simplify_allocs
+from fsmooth.dps.translate import dps_program
 from test_corpus import CASES, arguments, assert_close
 
 
@@ -133,5 +133,5 @@ def test_affine_read_constraint_is_guarded_by_the_loop_count(rng):
 
 
 def _terms(t):
-    from dps.terms import subterms
+    from fsmooth.dps.terms import subterms
     return list(subterms(t))

@@ -15,17 +15,17 @@ import fsmooth as fs
 from corpus import iterate, linalg
 from corpus.iterate import jacobi_step
 from corpus.linalg import vector_add, vector_norm, vector_smul
-from dps import ir
-from dps.interp import run_kernel
-from dps.layout import region_bytes
-from dps.show import show_kernel
-from dps.simplify import simplify_allocs
-from dps.terms import children, names_used, subterms
-from dps.translate import dps_program
+from fsmooth.dps import ir
+from fsmooth.dps.interp import run_kernel
+from fsmooth.dps.layout import region_bytes
+from fsmooth.dps.show import show_kernel
+from fsmooth.dps.simplify import simplify_allocs
+from fsmooth.dps.terms import children, names_used, subterms
+from fsmooth.dps.translate import dps_program
 from fsmooth import Array, Card, Double, Index, build, core, ifold, length
 from fsmooth.options import Options
 from fsmooth.simplify import simplify_program
-from shape.translate import shape_program
+from fsmooth.shape.translate import shape_program
 from test_corpus import CASES, arguments, assert_close
 
 OPTIONS = {

@@ -12,10 +12,10 @@ import sympy
 
 import fsmooth as fs
 from corpus import triangular
-from dpia.index import in_range
-from dps.bounds import extreme, tighten
+from fsmooth.dpia.index import in_range
+from fsmooth.dps.bounds import extreme, tighten
 from fsmooth import Array, Double, Index, build, ifold, length
-from shape.sizes import size_symbol
+from fsmooth.shape.sizes import size_symbol
 from test_corpus import DOUBLE
 from test_dps import check_run, stages
 

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 
 import fsmooth as fs
-from dps.interp import run_kernel as run_dps
+from fsmooth.dps.interp import run_kernel as run_dps
 from fsmooth import Array, Bool, Card, Double, Float, Index, build, core, length
 from fsmooth.artifact import STATUS
 from fsmooth.driver import compile_to_c
 from fsmooth.simplify import simplify_program
-from shape.translate import shape_program
-from dps.simplify import simplify_allocs
-from dps.translate import dps_program
+from fsmooth.shape.translate import shape_program
+from fsmooth.dps.simplify import simplify_allocs
+from fsmooth.dps.translate import dps_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ import sympy
 
 import fsmooth as fs
 from corpus import blas
-from dpia import phrases as ph
-from dpia.strategy_check import check_passive
+from fsmooth.dpia import phrases as ph
+from fsmooth.dpia.strategy_check import check_passive
 from fsmooth import Array, Float, ifold, length
 from fsmooth.errors import Loc
 from fsmooth.opencl_runtime import DeviceCapabilityError

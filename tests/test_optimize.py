@@ -90,11 +90,11 @@ def test_running_example_fuses_into_the_papers_form():
 
 
 def test_running_example_dps_has_no_alloc(rng):
-    from dps.interp import run_kernel
-    from dps.show import show_kernel as show_dps
-    from dps.simplify import simplify_allocs
-    from dps.translate import dps_program
-    from shape.translate import shape_program
+    from fsmooth.dps.interp import run_kernel
+    from fsmooth.dps.show import show_kernel as show_dps
+    from fsmooth.dps.simplify import simplify_allocs
+    from fsmooth.dps.translate import dps_program
+    from fsmooth.shape.translate import shape_program
 
     anf = optimized(linalg.f)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)), ALL_ON)
@@ -132,10 +132,10 @@ def test_each_configuration_computes_the_reference(case):
 
 @pytest.mark.parametrize("case", CASE_PARAMS)
 def test_optimized_dps_computes_the_reference_in_its_scratch(case):
-    from dps.interp import run_kernel
-    from dps.simplify import simplify_allocs
-    from dps.translate import dps_program
-    from shape.translate import shape_program
+    from fsmooth.dps.interp import run_kernel
+    from fsmooth.dps.simplify import simplify_allocs
+    from fsmooth.dps.translate import dps_program
+    from fsmooth.shape.translate import shape_program
 
     args = arguments(case, case.variants[-1])
     expected = core.run_kernel(case.kernel.program(), case.kernel.name, list(args))

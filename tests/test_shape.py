@@ -11,9 +11,9 @@ from corpus import linalg
 from fsmooth import Array, Bool, Card, Double, build, core, ifold, length
 from fsmooth.errors import CompileError
 from fsmooth.simplify import simplify_program
-from shape.ir import CIRC, VecShape, show_kernel, show_value
-from shape.sizes import size_symbol
-from shape.translate import shape_program
+from fsmooth.shape.ir import CIRC, VecShape, show_kernel, show_value
+from fsmooth.shape.sizes import size_symbol
+from fsmooth.shape.translate import shape_program
 
 
 def shapes(kernel):

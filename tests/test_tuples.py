@@ -12,7 +12,7 @@ import pytest
 
 import fsmooth as fs
 from corpus import tuples
-from dps.interp import run_kernel
+from fsmooth.dps.interp import run_kernel
 from fsmooth import Array, Card, Double, build, ifold, length
 from fsmooth.driver import run_pipeline
 from test_corpus import assert_close
