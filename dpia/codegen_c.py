@@ -199,7 +199,7 @@ class CKernelEmitter(KernelEmitter):
     def definitions(self) -> str:
         k = self.k
         sizes = self.size_params()
-        void_sizes = [f"(void){self.size_names[s.name]};" for s in k.sizes]
+        size_names = [self.size_names[s.name] for s in k.sizes]
         checks = [f"if (!{c_condition(c.cond, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
@@ -210,25 +210,32 @@ class CKernelEmitter(KernelEmitter):
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
         else:
             body = body + ["return 0;"]
-        unused = ["(void)scratch;"] + [f"(void){self.param_names[n]};" for n, _, _ in k.params]
-        unused += [f"(void){name};" for name in self.dim_names.values()]
+        params = ["scratch"] + [self.param_names[n] for n, _, _ in k.params] + list(self.dim_names.values())
         out = []
         for suffix, _, dims in self.outputs:
             shape = [f"dims_out[{j}] = {self.cint(d, {})};" for j, d in enumerate(dims)]
             out.append(f"void {k.name}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
-            out += indent(["(void)dims_out;"] + void_sizes + shape) + ["}", ""]
+            out += indent(unused_parameters(["dims_out"] + size_names, shape) + shape) + ["}", ""]
         out.append(f"int64_t {k.name}_scratch_bytes({sizes}) {{")
-        out += indent(void_sizes + [f"return {strip_parentheses(self.cint(self.scratch(), {}))};"]) + ["}", ""]
+        scratch = [f"return {strip_parentheses(self.cint(self.scratch(), {}))};"]
+        out += indent(unused_parameters(size_names, scratch) + scratch) + ["}", ""]
         out.append(f"int {k.name}_check_sizes({sizes}) {{")
-        out += indent(void_sizes + checks + ["return 0;"]) + ["}", ""]
+        out += indent(unused_parameters(size_names, checks) + checks + ["return 0;"]) + ["}", ""]
         out.append(f"static {self.signature(True, f'{k.name}_body')} {{")
-        out += indent(unused + body) + ["}", ""]
+        out += indent(unused_parameters(params, body) + body) + ["}", ""]
         out.append(f"{self.signature(True)} {{")
         gc_init = ["fs_gc_init();"] if self.options.allocation == "gc" else []
         out += indent(gc_init + [f"if ({k.name}_check_sizes({self.size_args()}) != 0) return {STATUS_SIZES};",
                         f"return {k.name}_body({', '.join(self.call_args())});"])
         out.append("}")
         return "\n".join(out)
+
+
+def unused_parameters(names, lines) -> list[str]:
+    """``(void)p;`` for each parameter in ``names`` that the function body ``lines`` never mentions:
+    what -Wunused-parameter asks, and nothing for the parameters that are used."""
+    text = "\n".join(lines)
+    return [f"(void){name};" for name in names if not re.search(rf"\b{re.escape(name)}\b", text)]
 
 
 def _mentions(e, name: str) -> bool:

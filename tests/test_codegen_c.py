@@ -439,3 +439,21 @@ def test_divisions_of_nonnegative_indices_are_plain_c():
     assert truncating_divisions(sympy.floor((i + 1) / 3), ranges) == NonnegativeQuotient(i + 1, 3)
     assert truncating_divisions(sympy.Mod(i - n, 3), ranges) == sympy.Mod(i - n, 3)  # may be negative
     assert truncating_divisions(sympy.Mod(i, n), ranges) == NonnegativeMod(i, n)  # the loop runs: n ≥ 1
+
+
+def test_void_casts_only_for_unused_parameters():
+    """``(void)p;`` silences -Wunused-parameter; a parameter the function reads gets none."""
+    from corpus import linalg
+
+    source = linalg.vector_add.c_source()
+
+    def definition(head: str) -> str:
+        return re.search(rf"^{re.escape(head)}\([^)]*\) {{\n(.*?)^}}", source, re.M | re.S).group(1)
+
+    body = definition("static int vector_add_body")
+    assert "(void)scratch;" in body and "(void)v2_d0;" in body  # no arena; the loop runs to v1_d0
+    for used in ("out", "v1", "v2", "v1_d0"):
+        assert re.search(rf"\b{used}\b", body) and f"(void){used};" not in body
+    assert "(void)" not in definition("int vector_add_check_sizes")  # both lengths are constrained
+    shape = definition("void vector_add_shape")
+    assert "(void)dims_out;" not in shape and "(void)v2_d0;" in shape  # the result is v1's length
