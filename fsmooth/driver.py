@@ -1,4 +1,4 @@
-"""The pipeline of DESIGN.md, one stage per package, each a pure function of the last.
+"""The pipeline of docs/ARCHITECTURE.md, one stage per package, each a pure function of the last.
 
     core (front end) ─▶ anf (inlining of helpers and lambdas, ANF; then the F̃ simplifications
     the options ask for) ─▶ shape (S⟦e⟧, partially evaluated) ─▶ dps (D⟦e⟧r, alloc

@@ -2,7 +2,7 @@
 
 ``parse_program(k)`` reads the source of ``k`` and of every kernel it calls (found by name in
 the function's globals and closure when it is compiled, so kernels may be defined in any
-order), checks that each body is in the F̃ subset (DESIGN.md, "The language"), types it with
+order), checks that each body is in the F̃ subset (README.md, "The language"), types it with
 the rules of ``fsmooth.typecheck`` and returns the kernels, callees first, as one
 ``core.Program``.  Every node carries the ``Loc`` of the Python construct it came from; every
 program outside the subset is a ``CompileError`` at the offending construct.

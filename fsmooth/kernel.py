@@ -113,7 +113,7 @@ class Kernel:
 
 
 def kernel(fn=None, **options):
-    """Mark ``fn`` as an F̃ kernel (DESIGN.md, "The language").
+    """Mark ``fn`` as an F̃ kernel (README.md, "The language").
 
     ``@kernel`` or ``@kernel(parallel=True, ...)`` with ``fsmooth.options.Options`` fields."""
     if fn is None:
