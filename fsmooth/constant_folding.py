@@ -14,7 +14,7 @@ import math
 
 from . import prims
 from .core import Expr, If, Let, Lit, PrimApp
-from .simplify import map_children, substitute
+from .anf import map_children, substitute
 
 
 def fold_constants(e: Expr) -> Expr:

@@ -9,7 +9,7 @@ available after it, so nothing is hoisted out of a loop or a branch.
 from __future__ import annotations
 
 from .core import Expr, Let, Var, is_atom, show
-from .simplify import map_children, substitute
+from .anf import map_children, substitute
 
 
 def eliminate_common_subexpressions(e: Expr, available: dict | None = None) -> Expr:

@@ -7,7 +7,7 @@ longer fails; that is accepted, as a C compiler drops an unused load.
 from __future__ import annotations
 
 from .core import Expr, Let, free_vars
-from .simplify import map_children
+from .anf import map_children
 
 
 def eliminate_dead_code(e: Expr) -> Expr:

@@ -35,9 +35,9 @@ def run_pipeline(program: core.Program, options: Options = Options()) -> Stages:
     from fsmooth.shape.translate import shape_program
 
     from .optimize import optimize_program
-    from .simplify import simplify_program
+    from .anf import anf_program
 
-    anf = optimize_program(simplify_program(program), options)
+    anf = optimize_program(anf_program(program), options)
     shapes = shape_program(anf)
     dps = simplify_allocs(dps_program(anf, shapes), options)
     imperative = dpia_program(dps)
@@ -71,11 +71,11 @@ def inline_every_call(program: core.Program) -> core.Program:
     """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
     another with its own buffers, and F̃ has no recursion, so this ends."""
     from .inline_kernels import called_kernels
-    from .simplify import simplify_kernel
+    from .anf import anf_kernel
 
     entry = program.main
     while called_kernels(entry.body):
-        entry = simplify_kernel(program, entry, inline=called_kernels(entry.body))
+        entry = anf_kernel(program, entry, inline=called_kernels(entry.body))
     return core.Program({**program.kernels, program.entry: entry}, program.entry)
 
 
@@ -89,9 +89,9 @@ def compile_to_opencl(program: core.Program, options: Options = Options()):
     from fsmooth.shape.translate import shape_program
 
     from .optimize import optimize_program
-    from .simplify import simplify_program
+    from .anf import anf_program
 
     options = opencl_options(options)
-    anf = optimize_program(inline_every_call(simplify_program(program)), options)
+    anf = optimize_program(inline_every_call(anf_program(program)), options)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)), options)
     return generate_opencl(strategy_program(dps), options)

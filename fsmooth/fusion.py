@@ -9,7 +9,7 @@ On ANF a ``build`` is always let-bound, so the rules meet it through its binding
 (``inline_lets``), where the first rule then consumes it.  A build read twice, or passed to a
 call, stays: it is an intermediate that must exist (the paper's irreducible core, §2.2).
 
-Both work on one kernel body whose binders are unique (``fsmooth.simplify.simplify_kernel``);
+Both work on one kernel body whose binders are unique (``fsmooth.anf.anf_kernel``);
 their output may leave ANF (``f i`` is an application, a substituted build sits in a read)
 and is renormalised by the caller, which β-reduces ``f i``.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Proj, Tuple, Var
-from .simplify import children, map_children, substitute
+from .anf import children, map_children, substitute
 from .typecheck import conform
 
 

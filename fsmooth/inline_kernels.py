@@ -1,6 +1,6 @@
 """Inlining of calls of small kernels (DPS paper §2.2: fusion across library functions).
 
-Helper kernels (those taking functions) are always inlined by ``fsmooth.simplify``; this pass
+Helper kernels (those taking functions) are always inlined by ``fsmooth.anf``; this pass
 also inlines a call of a non-helper kernel whose body, already optimised, is small.  That is
 what lets fusion see through ``vectorNorm (vectorAdd vec1 vec2)``; a kernel too big to inline
 keeps its call, and its argument and result arrays stay intermediates that DPS allocates (the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import core
 from .core import Call, Expr
-from .simplify import children, simplify_kernel
+from .anf import children, anf_kernel
 
 SMALL_KERNEL = 100
 """Largest body, in expression nodes after its own optimisation, of a kernel whose calls are
@@ -35,4 +35,4 @@ def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.Kerne
     (renamed apart, arguments bound by let), in ANF."""
     small = frozenset(name for name in called_kernels(k.body)
                       if size(program.kernels[name].body) <= SMALL_KERNEL)
-    return simplify_kernel(program, k, inline=small) if small else k
+    return anf_kernel(program, k, inline=small) if small else k

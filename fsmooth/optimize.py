@@ -3,8 +3,8 @@
     inline_kernels ─▶ inline_lets ─▶ fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ (again, until
     nothing changes)
 
-Input and output are the ANF programs of ``fsmooth.simplify.simplify_program``.  Every pass is a
-pure function of a kernel body; after each, ``simplify_kernel`` renormalises (β-reduces the
+Input and output are the ANF programs of ``fsmooth.anf.anf_program``.  Every pass is a
+pure function of a kernel body; after each, ``anf_kernel`` renormalises (β-reduces the
 ``f i`` fusion leaves, flattens nested lets, renames apart), which on a kernel that is already
 in ANF with unique binders changes nothing, so "nothing changed" is plain equality.
 
@@ -22,7 +22,7 @@ from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
 from .inline_kernels import called_kernels, inline_small_kernels
 from .options import Options
-from .simplify import simplify_kernel
+from .anf import anf_kernel
 
 
 def optimize_program(p: core.Program, options: Options) -> core.Program:
@@ -51,7 +51,7 @@ def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options) 
         if options.inline_kernels:
             k = inline_small_kernels(program, k)
         for rewrite in rewrites:
-            k = simplify_kernel(program, replace(k, body=rewrite(k.body)))
+            k = anf_kernel(program, replace(k, body=rewrite(k.body)))
         if k == before:
             return k
 

@@ -9,7 +9,7 @@ import sympy
 import fsmooth as fs
 from corpus import iterate, linalg
 from fsmooth import Array, Card, Double, Index, build, core, length
-from fsmooth.simplify import simplify_program
+from fsmooth.anf import anf_program
 from fsmooth.shape.translate import shape_program
 from fsmooth.dps import ir
 from fsmooth.dps.interp import run_kernel
@@ -20,7 +20,7 @@ from test_corpus import CASES, arguments, assert_close
 
 
 def stages(kernel: fs.Kernel):
-    anf = simplify_program(kernel.program())
+    anf = anf_program(kernel.program())
     translated = dps_program(anf, shape_program(anf))
     return anf, translated, simplify_allocs(translated)
 

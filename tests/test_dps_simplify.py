@@ -24,7 +24,7 @@ from fsmooth.dps.terms import children, names_used, subterms
 from fsmooth.dps.translate import dps_program
 from fsmooth import Array, Card, Double, Index, build, core, ifold, length
 from fsmooth.options import Options
-from fsmooth.simplify import simplify_program
+from fsmooth.anf import anf_program
 from fsmooth.shape.translate import shape_program
 from test_corpus import CASES, arguments, assert_close
 
@@ -42,7 +42,7 @@ _translated: dict = {}
 
 def dps_of(kernel: fs.Kernel, options: Options) -> ir.Program:
     if kernel not in _translated:
-        anf = simplify_program(kernel.program())
+        anf = anf_program(kernel.program())
         _translated[kernel] = dps_program(anf, shape_program(anf))
     return simplify_allocs(_translated[kernel], options)
 

@@ -24,7 +24,7 @@ from fsmooth.dps.interp import run_kernel as run_dps
 from fsmooth import Array, Bool, Card, Double, Float, Index, build, core, length
 from fsmooth.artifact import STATUS
 from fsmooth.driver import compile_to_c
-from fsmooth.simplify import simplify_program
+from fsmooth.anf import anf_program
 from fsmooth.shape.translate import shape_program
 from fsmooth.dps.simplify import simplify_allocs
 from fsmooth.dps.translate import dps_program
@@ -208,7 +208,7 @@ def assert_agree(name: str, got: np.ndarray, want: np.ndarray, what: str) -> Non
 def interpreters(kernel: fs.Kernel, *args):
     """The core interpreter's and the DPS interpreter's results."""
     program = kernel.program()
-    anf = simplify_program(program)
+    anf = anf_program(program)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)))
     return (np.asarray(core.run_kernel(program, kernel.name, list(args))),
             run_dps(dps, kernel.name, list(args)).result)

@@ -16,7 +16,7 @@ from fsmooth import Array, Bool, Card, Double, build, core, length
 from fsmooth.core import Build, Call, Get, If, Ifold, Lit, PrimApp, show_kernel
 from fsmooth.optimize import optimize_program
 from fsmooth.options import VARIANTS, Options
-from fsmooth.simplify import children, simplify_program
+from fsmooth.anf import children, anf_program
 from test_corpus import CASES, arguments, assert_close
 
 PASSES = ("fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce")
@@ -42,7 +42,7 @@ micro_kernels = _load_micro_kernels()
 
 
 def optimized(kernel: fs.Kernel, options: Options = ALL_ON) -> core.Program:
-    return optimize_program(simplify_program(kernel.program()), options)
+    return optimize_program(anf_program(kernel.program()), options)
 
 
 def terms(e: core.Expr):
@@ -62,7 +62,7 @@ def compiled(kernel: fs.Kernel, options: Options) -> fs.Kernel:
 def test_unfused_options_are_the_malloc_variants_switches():
     assert all(getattr(UNFUSED, name) is False for name in PASSES)
     assert UNFUSED.allocation == "arena" and not UNFUSED.simplifies
-    assert optimized(linalg.f, UNFUSED) == simplify_program(linalg.f.program())
+    assert optimized(linalg.f, UNFUSED) == anf_program(linalg.f.program())
 
 
 # ----------------------------------------------------------------------------- running example

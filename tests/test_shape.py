@@ -10,14 +10,14 @@ import fsmooth as fs
 from corpus import linalg
 from fsmooth import Array, Bool, Card, Double, build, core, ifold, length
 from fsmooth.errors import CompileError
-from fsmooth.simplify import simplify_program
+from fsmooth.anf import anf_program
 from fsmooth.shape.ir import CIRC, VecShape, show_kernel, show_value
 from fsmooth.shape.sizes import size_symbol
 from fsmooth.shape.translate import shape_program
 
 
 def shapes(kernel):
-    return shape_program(simplify_program(kernel.program()))
+    return shape_program(anf_program(kernel.program()))
 
 
 def test_running_example_in_the_papers_forms():
@@ -85,7 +85,7 @@ def test_shape_errors_are_located():
 
 def test_anf_keeps_the_reference_semantics(rng):
     p = branches_agree.program()
-    s = simplify_program(p)
+    s = anf_program(p)
     a = rng.standard_normal(4)
     for c in (True, False):
         np.testing.assert_allclose(core.run_kernel(s, "branches_agree", [a, c]), branches_agree.reference(a, c))

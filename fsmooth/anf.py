@@ -1,4 +1,4 @@
-"""F̃ simplification before DPS: inlining of helpers and lambdas, then (almost-)ANF.
+"""Inlining of helpers and lambdas, then (almost-)ANF: the anf stage, before the F̃ optimisations and DPS.
 
 Two passes per kernel, sharing one supply of fresh names (unique in the kernel,
 readable: ``x``, ``x_1``, ...):
@@ -251,7 +251,7 @@ class _Anf:
 
 # ----------------------------------------------------------------------------- entry points
 
-def simplify_kernel(program: core.Program, k: core.KernelDef,
+def anf_kernel(program: core.Program, k: core.KernelDef,
                     inline: frozenset[str] = frozenset()) -> core.KernelDef:
     """``k`` with helpers, lambdas and the calls of the kernels named in ``inline`` inlined,
     renamed apart and in ANF.  On a kernel already in ANF with unique binders (and nothing to
@@ -295,9 +295,9 @@ def assemble(t, parts: dict, loc, path: tuple = ()) -> Expr:
     return parts[path]
 
 
-def simplify_program(p: core.Program) -> core.Program:
+def anf_program(p: core.Program) -> core.Program:
     """Inline helpers and lambdas, rename apart, convert to ANF; helper kernels are dropped."""
-    kernels = {name: simplify_kernel(p, k) for name, k in p.kernels.items() if not k.is_helper}
+    kernels = {name: anf_kernel(p, k) for name, k in p.kernels.items() if not k.is_helper}
     return core.Program(kernels, p.entry)
 
 
@@ -365,7 +365,7 @@ def map_children(e: Expr, f) -> Expr:
 
 def substitute(e: Expr, replacements: dict[str, Expr]) -> Expr:
     """``e`` with each free ``Var`` named in ``replacements`` replaced.  Capture-free because
-    binders are unique within a kernel after ``simplify_kernel``."""
+    binders are unique within a kernel after ``anf_kernel``."""
     if isinstance(e, Var):
         return replacements.get(e.name, e)
     return map_children(e, lambda child: substitute(child, replacements))

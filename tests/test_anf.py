@@ -1,4 +1,4 @@
-"""Inlining and ANF (fsmooth.simplify): the result computes what the input computes, is in ANF,
+"""Inlining and ANF (fsmooth.anf): the result computes what the input computes, is in ANF,
 and binds every name once.  The programs are built as core IR by hand (``B`` below), in the
 shape the front end gives them; ``LIBRARY`` is the DPS paper's Fig. 3 and running example."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from fsmooth import core
 from fsmooth.core import App, Build, Call, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var
 from fsmooth.errors import CompileError
-from fsmooth.simplify import simplify_program
+from fsmooth.anf import anf_program
 from fsmooth.types import ArrayT, Bool, Card, Double, FunT, Index
 
 VEC = ArrayT(Double)
@@ -164,7 +164,7 @@ def assert_anf(e: core.Expr):
 
 
 def check_simplified(p: core.Program, args_of, rng, trials=4):
-    s = simplify_program(p)
+    s = anf_program(p)
     assert not any(k.is_helper for k in s.kernels.values())
     for k in s.kernels.values():
         assert_anf(k.body)
@@ -239,7 +239,7 @@ def test_function_value_used_as_data_is_an_error():
     g = B.lam([("a", Double)], lambda a: a)
     k = kernel("k", [("x", Double)], Double, lambda x: B.let("g", g, lambda gv: B.p("add", gv, x)))
     with pytest.raises(CompileError):
-        simplify_program(program("k", k))
+        anf_program(program("k", k))
 
 
 # ----------------------------------------------------------------------------- the corpus, via the front end
@@ -250,7 +250,7 @@ from test_corpus import CASES, arguments, assert_close  # noqa: E402
 @pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.kernel.name}-{i}") for i, c in enumerate(CASES)])
 def test_corpus_kernels_simplify_to_the_same_values(case):
     p = case.kernel.program()
-    s = simplify_program(p)
+    s = anf_program(p)
     for k in s.kernels.values():
         assert_anf(k.body)
         names = [n for n, _ in k.params] + binders(k.body)
