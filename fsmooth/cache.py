@@ -6,17 +6,24 @@ variant adds, ``CArtifact.compile_args``/``libraries`` -- fsmooth and cffi versi
 platform tags), so a hit never needs a rebuild and a change always misses.  An entry is a
 manifest ``<dir>/<module>.json`` naming the module file ``<dir>/<module>-<digest><EXT_SUFFIX>``
 and holding its SHA-256; the file name carries the start of that digest, so a module file is
-never overwritten by different bytes (builds are not byte-reproducible: the temporary build
-path ends up in the binary).
+never overwritten by different bytes.
 
-Writes are atomic: the module is built in a private temporary directory inside the cache
-directory (same file system), moved into place with ``os.replace``, and only then is the
-manifest replaced to point at it.  Concurrent processes may both build, but a reader sees either
-no manifest or one naming a complete file; an entry whose file is missing or disagrees with its
-manifest (a corrupted or truncated file) is rebuilt rather than loaded.
+Concurrency: one build per entry.  Threads of a process wait on a lock per module name, processes
+on ``flock`` of ``<dir>/<module>.lock``; whoever gets the lock first builds, the others then find
+the entry.  The C compiler is run directly (cffi writes the C, nothing ``chdir``s), so a build
+never touches the process's working directory.  Writes are atomic: the module is built in a
+private temporary directory inside the cache directory (same file system), moved into place with
+``os.replace``, and only then is the manifest replaced to point at it; an entry whose file is
+missing or disagrees with its manifest (a corrupted or truncated file) is rebuilt rather than
+loaded.  What a killed build leaves behind (temporary directories, superseded module files, old
+failed sources) is removed by a later build once it is an hour old (a week for failed sources).
+A cache directory that cannot be written (read-only, full, a directory where a file belongs)
+does not stop a kernel: it is built in a temporary directory of this process, with a warning.
 """
 from __future__ import annotations
 
+import atexit
+import fcntl
 import functools
 import hashlib
 import importlib.machinery
@@ -24,11 +31,15 @@ import importlib.util
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
+import warnings
 
 import cffi
 import platformdirs
@@ -38,6 +49,7 @@ from fsmooth.clib import HEADER_DIR
 
 COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)
+EXTENSION_FLAGS = ("-shared", "-fPIC", "-DNDEBUG")  # a CPython extension module
 CACHE_DIR_ENV = "FSMOOTH_CACHE_DIR"
 
 # Number of C builds this process ran; tests read it to prove that a cache hit built nothing.
@@ -60,7 +72,8 @@ def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple
         "source": source,
         "cdef": cdef,
         "headers": _runtime_headers(),
-        "compile_args": [*COMPILE_ARGS, *compile_args],
+        "compiler": _compiler(),
+        "compile_args": [*EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args],
         "libraries": [*LIBRARIES, *libraries],
         "fsmooth": fsmooth.__version__,
         "cffi": cffi.__version__,
@@ -83,8 +96,13 @@ def _sha256_file(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _manifest_path(name: str) -> pathlib.Path:
-    return cache_dir() / f"{name}.json"
+STALE_SECONDS = 3600  # older temporaries belong to a build that was killed
+FAILED_SOURCE_SECONDS = 7 * 24 * 3600
+
+_loaded: dict[str, object] = {}  # module name -> module, this process
+_name_locks: dict[str, threading.Lock] = {}
+_name_locks_guard = threading.Lock()
+_private_dir: pathlib.Path | None = None  # this process's fallback when the cache cannot be written
 
 
 def _import_extension(name: str, path: pathlib.Path):
@@ -94,13 +112,13 @@ def _import_extension(name: str, path: pathlib.Path):
     return module
 
 
-def _load_entry(name: str):
+def _load_entry(directory: pathlib.Path, name: str):
     """The cached module ``name``, or None if there is no complete, intact entry."""
-    manifest_path = _manifest_path(name)
+    manifest_path = directory / f"{name}.json"
     try:
         manifest = json.loads(manifest_path.read_text())
-        module_path = manifest_path.parent / manifest["file"]
-        if module_path.parent != manifest_path.parent or manifest["sha256"] != _sha256_file(module_path):
+        module_path = directory / manifest["file"]
+        if module_path.parent != directory or manifest["sha256"] != _sha256_file(module_path):
             return None
         return _import_extension(name, module_path)
     except (OSError, ValueError, ImportError, KeyError, TypeError):
@@ -118,41 +136,130 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
         raise
 
 
-def _build_entry(name: str, source: str, cdef: str, compile_args: tuple, libraries: tuple):
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC") or "cc")
+
+
+def _compile_extension(c_path: pathlib.Path, out: pathlib.Path, compile_args: tuple, libraries: tuple) -> None:
+    """The shared object ``out`` of cffi's C ``c_path``; a variant's flags (-fopenmp) matter at the
+    link too."""
+    command = [*_compiler(), *EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args,
+               f"-I{sysconfig.get_paths()['include']}", f"-I{HEADER_DIR}", str(c_path), "-o", str(out),
+               *[f"-l{lib}" for lib in (*LIBRARIES, *libraries)]]
+    if sys.platform == "darwin":
+        command += ["-undefined", "dynamic_lookup"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError as err:
+        raise RuntimeError(f"fsmooth: cannot run the C compiler {command[0]!r} ({err}); install gcc or "
+                           f"set CC") from None
+    if result.returncode != 0:
+        raise _CompilerFailed(result.stderr.strip() or f"{command[0]} exited with {result.returncode}")
+
+
+class _CompilerFailed(Exception):
+    pass
+
+
+def _build_entry(directory: pathlib.Path, name: str, source: str, cdef: str, compile_args: tuple,
+                 libraries: tuple):
     global build_count
-    manifest_path = _manifest_path(name)
-    manifest_path.parent.mkdir(parents=True, exist_ok=True)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    # a variant's flags (-fopenmp) matter at the link too
-    ffi.set_source(name, source, include_dirs=[str(HEADER_DIR)], extra_compile_args=[*COMPILE_ARGS, *compile_args],
-                   extra_link_args=list(compile_args), libraries=[*LIBRARIES, *libraries])
-    build_dir = tempfile.mkdtemp(dir=manifest_path.parent, prefix=".build-")
+    ffi.set_source(name, source, compiler_verbose=0)
+    build_dir = pathlib.Path(tempfile.mkdtemp(dir=directory, prefix=".build-"))
     try:
+        c_path = build_dir / f"{name}.c"
+        ffi.emit_c_code(str(c_path))
+        built = build_dir / f"{name}{_ext_suffix()}"
         try:
-            built = pathlib.Path(ffi.compile(tmpdir=build_dir, verbose=False))
-        except (cffi.VerificationError, OSError) as err:
+            _compile_extension(c_path, built, compile_args, libraries)
+        except _CompilerFailed as err:
             # Generated C that does not compile is a bug in fsmooth: keep the C for the report.
-            kept = manifest_path.parent / f"{name}-failed.c"
-            shutil.copyfile(pathlib.Path(build_dir) / f"{name}.c", kept)
-            raise RuntimeError(f"fsmooth: the generated C did not compile ({err}); its source is {kept}") from err
+            kept = directory / f"{name}-failed.c"
+            shutil.copyfile(c_path, kept)
+            raise RuntimeError(f"fsmooth: the generated C did not compile:\n{err}\nits source is {kept}") from None
         build_count += 1
         digest = _sha256_file(built)
-        module_path = manifest_path.parent / f"{name}-{digest[:16]}{_ext_suffix()}"
+        module_path = directory / f"{name}-{digest[:16]}{_ext_suffix()}"
         os.replace(built, module_path)
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
-    manifest = {"file": module_path.name, "sha256": digest}
-    _write_atomically(manifest_path, json.dumps(manifest).encode())
+    _write_atomically(directory / f"{name}.json", json.dumps({"file": module_path.name, "sha256": digest}).encode())
     return _import_extension(name, module_path)
+
+
+def _remove_stale(directory: pathlib.Path) -> None:
+    """Remove what killed or superseded builds left: temporaries, module files no manifest names,
+    old failed sources.  Entries in use by a live build are younger than STALE_SECONDS."""
+    now = time.time()
+    named = set()
+    for manifest in directory.glob("_fsmooth_*.json"):
+        try:
+            named.add(json.loads(manifest.read_text())["file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    for path in directory.iterdir():
+        try:
+            age = now - path.lstat().st_mtime
+            if path.name.startswith((".build-", ".tmp-")) and age > STALE_SECONDS:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            elif (path.name.startswith("_fsmooth_") and path.name.endswith(_ext_suffix())
+                  and path.name not in named and age > STALE_SECONDS):
+                path.unlink()
+            elif path.name.endswith("-failed.c") and age > FAILED_SOURCE_SECONDS:
+                path.unlink()
+        except OSError:
+            pass  # another process removed it first
+
+
+def _name_lock(name: str) -> threading.Lock:
+    with _name_locks_guard:
+        return _name_locks.setdefault(name, threading.Lock())
+
+
+def _load_or_build_in(directory: pathlib.Path, name: str, *build_args):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            module = _load_entry(directory, name)
+            if module is None:
+                _remove_stale(directory)
+                module = _build_entry(directory, name, *build_args)
+            return module
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _private_build_dir() -> pathlib.Path:
+    global _private_dir
+    if _private_dir is None:
+        _private_dir = pathlib.Path(tempfile.mkdtemp(prefix="fsmooth-"))
+        # a loaded shared object stays mapped after its file is removed
+        atexit.register(shutil.rmtree, _private_dir, True)
+    return _private_dir
 
 
 def load_module(source: str, cdef: str, compile_args: tuple = (), libraries: tuple = ()):
     """The compiled cffi extension module (``.ffi``, ``.lib``) of ``source``, built at most once
-    per cache directory; ``compile_args`` and ``libraries`` add to the defaults."""
+    per cache directory and loaded once per process; ``compile_args`` and ``libraries`` add to the
+    defaults."""
     name = module_name(cache_key(source, cdef, compile_args, libraries))
-    module = _load_entry(name)
-    return module if module is not None else _build_entry(name, source, cdef, compile_args, libraries)
+    build_args = (source, cdef, compile_args, libraries)
+    with _name_lock(name):
+        module = _loaded.get(name)
+        if module is None:
+            directory = cache_dir()
+            try:
+                module = _load_or_build_in(directory, name, *build_args)
+            except OSError as err:
+                warnings.warn(f"fsmooth: the build cache {directory} cannot be used ({err}); building in a "
+                              f"temporary directory of this process instead (set {CACHE_DIR_ENV} to a "
+                              f"writable directory)", RuntimeWarning, stacklevel=2)
+                module = _load_or_build_in(_private_build_dir(), name, *build_args)
+            _loaded[name] = module
+    return module
 
 
 @functools.lru_cache(maxsize=None)

@@ -147,15 +147,12 @@ class _Source:
 
     def __init__(self, kernel: Kernel):
         fn = kernel.fn
-        code = fn.__code__
         self.kernel = kernel
-        self.filename = code.co_filename
-        try:
-            self.filename = inspect.getsourcefile(fn) or code.co_filename
-            raw_lines, self.first_line = inspect.getsourcelines(fn)
-        except (OSError, TypeError) as err:
-            raise CompileError(f"cannot read the source of kernel {kernel.name}: {err}",
-                               Loc(self.filename, code.co_firstlineno, 0)) from None
+        source = kernel.source
+        self.filename, raw_lines, self.first_line = source.filename, source.lines, source.first_line
+        if source.error is not None:
+            raise CompileError(f"cannot read the source of kernel {kernel.name}: {source.error}",
+                               Loc(self.filename, self.first_line, 0))
         self.raw_lines = [line.rstrip("\r\n") for line in raw_lines]
         dedented = textwrap.dedent("".join(raw_lines))
         self.lines = dedented.splitlines()

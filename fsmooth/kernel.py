@@ -3,24 +3,72 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from dataclasses import replace
+import importlib
+import inspect
+import pickle
+import threading
+from dataclasses import dataclass, replace
 
 from .options import VARIANTS, Options, default_options
 
 _in_reference = contextvars.ContextVar("fsmooth_in_reference", default=False)
 
 
-class Kernel:
-    """A decorated function.  Calling it runs the compiled C; ``reference`` runs it as Python."""
+@dataclass(frozen=True)
+class SourceText:
+    """The lines of a kernel's ``def`` as they were when it was defined (``inspect``), or why they
+    could not be read: the compiler reads this, not the file, so an edit after the import
+    changes neither the compiled code nor the reference."""
 
-    def __init__(self, fn, options: Options | None = None):
+    filename: str
+    lines: tuple[str, ...]
+    first_line: int
+    error: str | None = None
+
+    @staticmethod
+    def of(fn) -> "SourceText":
+        code = fn.__code__
+        try:
+            lines, first_line = inspect.getsourcelines(fn)
+            return SourceText(inspect.getsourcefile(fn) or code.co_filename, tuple(lines), first_line)
+        except (OSError, TypeError) as err:
+            return SourceText(code.co_filename, (), code.co_firstlineno, str(err))
+
+
+class Kernel:
+    """A decorated function.  Calling it runs the compiled C; ``reference`` runs it as Python.
+
+    Thread-safe: the first calls from many threads compile once.  A kernel pickles by reference,
+    as a function does (its module and qualified name, and its options), so it can be sent to
+    ``multiprocessing``, ``concurrent.futures``, joblib or dask workers."""
+
+    def __init__(self, fn, options: Options | None = None, source: SourceText | None = None):
+        if not inspect.isfunction(fn):
+            raise TypeError(f"@fsmooth.kernel needs a function defined with def, not {fn!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = fn.__name__
         self.options = options if options is not None else default_options()
+        self.source = source if source is not None else SourceText.of(fn)
+        self._lock = threading.RLock()
         self._program = None
         self._executable = None
         self._opencl: dict = {}  # pyopencl context (None: the default) -> OpenCLExecutable
+        self._with_options: dict = {}  # Options -> the same kernel compiled with them
+
+    def __reduce__(self):
+        module, qualname = self.fn.__module__, self.fn.__qualname__
+        try:
+            found = _kernel_named(module, qualname, self.options)
+        except (ImportError, AttributeError, TypeError) as err:
+            found, why = None, str(err)
+        else:
+            why = "a different object has that name"
+        if found is None or found.fn is not self.fn:
+            raise pickle.PicklingError(f"cannot pickle kernel {qualname}: kernels pickle by reference, and "
+                                       f"{module}.{qualname} does not name it ({why}); define it at the top "
+                                       f"level of a module")
+        return _kernel_named, (module, qualname, self.options)
 
     def with_options(self, **changes) -> "Kernel":
         """The same kernel compiled with other options (``fsmooth.options.Options`` fields)."""
@@ -31,9 +79,12 @@ class Kernel:
         return self._recompiled(VARIANTS[name])
 
     def _recompiled(self, options: Options) -> "Kernel":
-        other = Kernel(self.fn, options)
-        other._program = self._program  # the front end's result does not depend on options
-        return other
+        with self._lock:
+            other = self._with_options.get(options)
+            if other is None:
+                other = self._with_options[options] = Kernel(self.fn, options, self.source)
+                other._program = self._program  # the front end's result does not depend on options
+            return other
 
     def __repr__(self) -> str:
         return f"<fsmooth kernel {self.name}>"
@@ -61,18 +112,20 @@ class Kernel:
     # -- compiled
     def program(self):
         """The typed F̃ core program of this kernel and everything it calls."""
-        if self._program is None:
-            from .frontend import parse_program
+        with self._lock:
+            if self._program is None:
+                from .frontend import parse_program
 
-            self._program = parse_program(self)
-        return self._program
+                self._program = parse_program(self)
+            return self._program
 
     def executable(self):
-        if self._executable is None:
-            from .driver import build_executable
+        with self._lock:
+            if self._executable is None:
+                from .driver import build_executable
 
-            self._executable = build_executable(self)
-        return self._executable
+                self._executable = build_executable(self)
+            return self._executable
 
     def __call__(self, *args):
         if _in_reference.get():
@@ -90,13 +143,14 @@ class Kernel:
         """The OpenCL build of this kernel for ``context`` (None: fsmooth's default context,
         ``PYOPENCL_CTX`` honoured), compiled once and cached per context."""
         key = None if context is None else context.int_ptr
-        executable = self._opencl.get(key)
-        if executable is None:
-            from .opencl_runtime import OpenCLExecutable
+        with self._lock:
+            executable = self._opencl.get(key)
+            if executable is None:
+                from .opencl_runtime import OpenCLExecutable
 
-            executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
-                                                              self.program().main.params)
-        return executable
+                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
+                                                                  self.program().main.params)
+            return executable
 
     def opencl(self, *args, context=None, device_result=None):
         """Run the kernel through OpenCL: numpy results, or ``pyopencl.array.Array``s left on the
@@ -119,3 +173,13 @@ def kernel(fn=None, **options):
     if fn is None:
         return lambda f: Kernel(f, default_options(**options))
     return Kernel(fn)
+
+
+def _kernel_named(module: str, qualname: str, options: Options) -> Kernel:
+    """The kernel ``module.qualname`` compiled with ``options`` (how a kernel unpickles)."""
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, Kernel):
+        raise TypeError(f"{module}.{qualname} is not an fsmooth kernel")
+    return found if found.options == options else found._recompiled(options)
