@@ -68,20 +68,14 @@ def length(a) -> int:
     return int(np.shape(a)[0])
 
 
-sqrt, exp, log, sin, cos, tan = math.sqrt, math.exp, math.log, math.sin, math.cos, math.tan
-pow = math.pow  # noqa: A001  (F̃'s pow)
 abs = abs  # noqa: A001
 min = min  # noqa: A001
 max = max  # noqa: A001
 
 
-def floor(x):
-    return float(math.floor(x))
-
-
 # ----------------------------------------------------------------------------- the math library
 #
-# fs.tanh, fs.atan2, fs.isnan, ...: IEEE semantics, as the compiled C computes them.  Where C
+# fs.sqrt, fs.tanh, fs.atan2, fs.isnan, ...: IEEE semantics, as the compiled C computes them.  Where C
 # gives a NaN or an infinity (acos(2), log1p(-1), lgamma(0)), these give the same instead of
 # raising as Python's math module does; ``math.NAME`` in a kernel compiles to the same primitive
 # but stays Python's own function in a reference run.  A result is a Python float (bool for the
@@ -129,6 +123,13 @@ def _numpy_test(name: str, ufunc):
     return function
 
 
+sqrt = _numpy_function("sqrt", np.sqrt)
+exp = _numpy_function("exp", np.exp)
+log = _numpy_function("log", np.log)
+sin = _numpy_function("sin", np.sin)
+cos = _numpy_function("cos", np.cos)
+tan = _numpy_function("tan", np.tan)
+floor = _numpy_function("floor", np.floor)
 tanh = _numpy_function("tanh", np.tanh)
 sinh = _numpy_function("sinh", np.sinh)
 cosh = _numpy_function("cosh", np.cosh)
@@ -150,3 +151,17 @@ erfc = _math_function("erfc", math.erfc, math.nan)  # never raises
 isnan = _numpy_test("isnan", np.isnan)
 isinf = _numpy_test("isinf", np.isinf)
 isfinite = _numpy_test("isfinite", np.isfinite)
+
+
+def pow(x, y):  # noqa: A001  (F̃'s pow)
+    """``pow`` with C's semantics: Python's math.pow follows C99 Annex F (pow(-inf, 0.5) is +inf,
+    where numpy gives NaN) except where it raises; there numpy gives C's NaN or infinity."""
+    try:
+        value = math.pow(float(x), float(y))
+    except (ValueError, OverflowError):
+        with np.errstate(all="ignore"):
+            value = float(np.power(float(x), float(y)))
+    if _is_float32((x, y)):
+        with np.errstate(all="ignore"):
+            value = float(np.float32(value))
+    return value

@@ -10,7 +10,7 @@ Typing (after the front end has inserted explicit casts) is:
 - ``div``: floating operands, result that type (int operands are cast to Double first);
 - ``floordiv mod``: one numeric type, result that type (Python floor semantics);
 - comparisons: operands of one type, result Bool; ``not``: Bool → Bool;
-- ``sqrt exp log sin cos tan floor pow``: floating → same floating type;
+- ``sqrt exp log sin cos tan floor pow``: floating → same floating type, IEEE as the math library;
 - ``abs min max``: one numeric type → that type;
 - ``to_Double to_Float to_Index``: casts (the front end inserts them for promotion; ``float(x)``
   is ``to_Double``, ``int(x)`` of an integer or a Bool ``to_Index``);
@@ -67,6 +67,7 @@ def _py_trunc_to_index(x):
 
 
 # The math library: floating → floating, two floating operands → floating, floating → Bool.
+FLOAT_FUNCTIONS = ("sqrt", "exp", "log", "sin", "cos", "tan", "floor")
 MATH_UNARY = ("tanh", "sinh", "cosh", "asin", "acos", "atan", "ceil", "trunc", "log1p", "expm1", "log2",
               "log10", "lgamma", "erf", "erfc")
 MATH_BINARY = ("atan2", "hypot", "copysign")
@@ -109,14 +110,6 @@ PRIMS: dict[str, Prim] = {
         Prim("eq", 2, "==", True, lambda a, b: a == b, "({0} == {1})"),
         Prim("ne", 2, "!=", True, lambda a, b: a != b, "({0} != {1})"),
         Prim("not", 1, "not", False, lambda a: not a, "(!{0})"),
-        Prim("sqrt", 1, "sqrt", False, math.sqrt, "fs_sqrt_{t}({0})"),
-        Prim("exp", 1, "exp", False, math.exp, "fs_exp_{t}({0})"),
-        Prim("log", 1, "log", False, math.log, "fs_log_{t}({0})"),
-        Prim("sin", 1, "sin", False, math.sin, "fs_sin_{t}({0})"),
-        Prim("cos", 1, "cos", False, math.cos, "fs_cos_{t}({0})"),
-        Prim("tan", 1, "tan", False, math.tan, "fs_tan_{t}({0})"),
-        Prim("floor", 1, "floor", False, lambda a: float(math.floor(a)), "fs_floor_{t}({0})"),
-        Prim("pow", 2, "pow", False, lambda a, b: math.pow(a, b), "fs_pow_{t}({0}, {1})"),
         Prim("abs", 1, "abs", False, abs, "fs_abs_{t}({0})"),
         Prim("min", 2, "min", False, min, "fs_min_{t}({0}, {1})"),
         Prim("max", 2, "max", False, max, "fs_max_{t}({0}, {1})"),
@@ -124,12 +117,12 @@ PRIMS: dict[str, Prim] = {
         Prim("to_Float", 1, "float", False, float, "((float)({0}))"),
         Prim("to_Index", 1, "index", False, int, "((int64_t)({0}))"),
         Prim("trunc_to_Index", 1, "int", False, _py_trunc_to_index, "((int64_t)({0}))"),
-    ] + [_ieee(name, 1) for name in MATH_UNARY + MATH_TESTS] + [_ieee(name, 2) for name in MATH_BINARY]
+    ] + [_ieee(name, 1) for name in FLOAT_FUNCTIONS + MATH_UNARY + MATH_TESTS]
+      + [_ieee(name, 2) for name in ("pow",) + MATH_BINARY]
 }
 
 ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-FLOAT_FUNCTIONS = ("sqrt", "exp", "log", "sin", "cos", "tan", "floor")
 CASTS = {Double: "to_Double", Float: "to_Float", Index: "to_Index"}
 
 # Names a kernel may call as built-in scalar functions: fs.sqrt, math.sqrt, abs, min, max, ...

@@ -304,6 +304,28 @@ def test_reference_gives_c_values_where_math_raises():
         math.acos(2.0)  # math.NAME stays Python's own function in a reference run
 
 
+@fs.kernel
+def basic_functions(x: Double, y: Double) -> tuple[Double, Double, Double, Double, Double, Double, Double, Double]:
+    return fs.sqrt(x), fs.exp(x), fs.log(x), fs.sin(x), fs.cos(x), fs.tan(x), fs.floor(x), fs.pow(x, y)
+
+
+@pytest.mark.parametrize("x, y", [(-1.0, 0.5), (0.0, -1.0), (-0.0, -3.0), (1000.0, 2.0), (math.inf, -1.0),
+                                  (-math.inf, 2.0), (math.nan, 0.0), (2.25, 1e308), (-8.0, 1.0 / 3.0)])
+def test_basic_functions_are_ieee_in_the_reference_as_in_c(x, y):
+    """sqrt(-1), log(0), exp overflow, pow(0, -1): NaN or ±inf in both, where math raises."""
+    compiled, reference = basic_functions(x, y), basic_functions.reference(x, y)
+    with np.errstate(all="ignore"):
+        oracle = (np.sqrt(x), np.exp(x), np.log(x), np.sin(x), np.cos(x), np.tan(x), np.floor(x), np.power(x, y))
+    for c, r, o in zip(compiled, reference, oracle):
+        assert isinstance(r, float)
+        np.testing.assert_allclose([c, r], [o, o], rtol=1e-15, atol=0)
+
+
+def test_pow_follows_c_where_numpy_differs():
+    # C99 Annex F: pow(-inf, y) is +inf for y > 0 not an odd integer; numpy's power gives NaN
+    assert basic_functions(-math.inf, 0.5)[7] == basic_functions.reference(-math.inf, 0.5)[7] == math.inf
+
+
 def test_math_spellings_compile_like_fs_spellings():
     for x, y in ((0.25, 3.0), (-0.75, 0.5), (0.0, 2.5)):
         assert math_spellings(x, y) == fsmooth_spellings(x, y)
