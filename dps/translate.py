@@ -20,6 +20,7 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
+from fsmooth.callgraph import callees_first
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
 from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
@@ -350,33 +351,6 @@ def result_dest(ty, dest: str) -> ir.Ref:
     if isinstance(ty, TupleT):
         return ir.RTuple(tuple(result_dest(t, f"{dest}_{k}") for k, t in enumerate(ty.items)))
     return ir.RVar(dest) if isinstance(ty, ArrayT) else ir.Bullet()
-
-
-def _callees(e: core.Expr) -> set:
-    match e:
-        case core.Call(fn, args):
-            return {fn}
-        case core.Let(_, rhs, body):
-            return _callees(rhs) | _callees(body)
-        case core.If(_, a, b):
-            return _callees(a) | _callees(b)
-        case core.Build(_, fn) | core.Ifold(fn, _, _):
-            return _callees(fn.body)
-    return set()
-
-
-def callees_first(p: core.Program) -> list[str]:
-    order: list[str] = []
-
-    def visit(name):
-        if name not in order:
-            for callee in sorted(_callees(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order
 
 
 def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:

@@ -70,7 +70,7 @@ def opencl_options(options: Options) -> Options:
 def inline_every_call(program: core.Program) -> core.Program:
     """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
     another with its own buffers, and F̃ has no recursion, so this ends."""
-    from .inline_kernels import called_kernels
+    from .callgraph import called_kernels
     from .anf import anf_kernel
 
     entry = program.main

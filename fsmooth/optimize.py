@@ -20,7 +20,8 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
-from .inline_kernels import called_kernels, inline_small_kernels
+from .callgraph import callees_first
+from .inline_kernels import inline_small_kernels
 from .options import Options
 from .anf import anf_kernel
 
@@ -55,17 +56,3 @@ def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options) 
         if k == before:
             return k
 
-
-def callees_first(p: core.Program) -> list[str]:
-    """The kernels of ``p``, each after every kernel it calls (F̃ has no recursion)."""
-    order: list[str] = []
-
-    def visit(name: str):
-        if name not in order:
-            for callee in sorted(called_kernels(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order
