@@ -21,6 +21,7 @@ import sympy
 
 from fsmooth import core
 from fsmooth.callgraph import callees_first
+from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
 from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
@@ -59,12 +60,11 @@ class _KernelTranslator:
         self.sizes = sk.sizes
         self.result_dims = component_dims(k.result, sk.result)
         self.bounds = Bounds(self.params)
-        self.regions = 0
+        self.names = NameSupply(numbered=True, separator="")  # r1, view_2, r3, ...
         self.in_place: set = set()  # arrays written straight into their component of a tuple result
 
     def region(self) -> str:
-        self.regions += 1
-        return f"r{self.regions}"
+        return self.names.fresh("r")
 
     # -- the symbolic value of an Index or Card atom (None if it depends on data)
     def value(self, a: core.Expr):
@@ -190,8 +190,7 @@ class _KernelTranslator:
         raise AssertionError(f"not in ANF: {e!r}")
 
     def fresh_view(self) -> str:
-        self.regions += 1
-        return f"view_{self.regions}"
+        return self.names.fresh("view_")
 
     def call(self, fn: str, args, ty, r: ir.Ref) -> ir.Term:
         callee = self.kernels[fn]
