@@ -29,6 +29,7 @@ import sympy
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, SizeSource, result_components
 from fsmooth.errors import CompileError
+from fsmooth.names import NameSupply
 from fsmooth.options import Options
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
@@ -65,22 +66,16 @@ def is_reserved(name: str) -> bool:
             or _LIMIT_MACRO.match(name) is not None)
 
 
-class Namer:
-    """Unique C identifiers for the names of one C function."""
+class Namer(NameSupply):
+    """Unique C identifiers for the names of one C function: the name made a C identifier, then
+    numbered (``x_1``) where it is taken or reserved."""
 
     def __init__(self, taken=()):
-        self.used = set(taken)
+        super().__init__(taken, forbidden=is_reserved)
 
     def fresh(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-        candidate, n = base, 0
-        while candidate in self.used or is_reserved(candidate):
-            n += 1
-            candidate = f"{base}_{n}"
-        self.used.add(candidate)
-        return candidate
+        return super().fresh("v" + base if base[0].isdigit() else base)
 
 
 # ----------------------------------------------------------------------------- sizes as C

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import sympy
 
 from fsmooth.errors import CompileError
+from fsmooth.names import NameSupply
 from fsmooth.types import Card, Index, Scalar
 
 from . import phrases as p
@@ -83,7 +84,7 @@ class _Loop:
 def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
     sizes = frozenset(s.name for s in k.sizes)
-    names = _Names(taken)
+    names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
     news, leaves = _spine(k.body)
     integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
     lets = _recomputed_lets(news, leaves, integer_params)
@@ -232,28 +233,15 @@ def free_identifiers(c: p.Phrase) -> set:
 # ----------------------------------------------------------------------------- hoisting
 
 
-class _Names:
-    def __init__(self, taken):
-        self.used = set(taken)
-
-    def fresh(self, base: str) -> str:
-        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base).strip("_") or "buf"
-        candidate, n = f"{base}_buf", 0
-        while candidate in self.used:
-            n += 1
-            candidate = f"{base}_buf{n}"
-        self.used.add(candidate)
-        return candidate
-
-
-def _buffer(names: _Names, region: str, role: str, data: p.Data, copies: sympy.Expr, sizes) -> HoistedBuffer:
+def _buffer(names: NameSupply, region: str, role: str, data: p.Data, copies: sympy.Expr, sizes) -> HoistedBuffer:
     count = sympy.expand(p.elements(data) * copies)
     unknown = {s.name for s in count.free_symbols} - sizes
     if unknown:
         raise CompileError(f"the intermediate {region} has {count} elements, which depends on "
                            f"{', '.join(sorted(unknown))}: OpenCL buffers need sizes known from the "
                            f"input sizes")
-    return HoistedBuffer(names.fresh(region), role, p.scalar_of(data), count)
+    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in region).strip("_") or "buf"
+    return HoistedBuffer(names.fresh(base), role, p.scalar_of(data), count)
 
 
 def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr):
@@ -272,7 +260,7 @@ def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phras
     return map_children(c, lambda ph: _substitute(ph, name, acc, exp))
 
 
-def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: _Names, buffers: dict, sizes) -> p.Phrase:
+def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes) -> p.Phrase:
     match c:
         case p.New(name, data, body, offset) if offset is not None:
             inner = _hoist(body, loops, spaces, names, buffers, sizes)

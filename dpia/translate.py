@@ -10,12 +10,12 @@ DPS stage.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Callable
 
 import sympy
 
 from fsmooth.dps import ir as dps
+from fsmooth.names import NameSupply
 
 from . import phrases as p
 from .from_dps import functional_body, result_acceptor, write_buffer
@@ -42,12 +42,8 @@ class Translation:
     """One run of A/C: owns the supply of fresh names for the variables it introduces."""
 
     def __init__(self):
-        self._counters: dict[str, itertools.count] = {}
-
-    def fresh(self, base: str) -> str:
-        """A name no F̃ program can use (a prime is not a Python identifier character)."""
-        n = next(self._counters.setdefault(base, itertools.count()))
-        return f"{base}'{n or ''}"
+        # i', i'1, ...: names no F̃ program can use (a prime is not a Python identifier character)
+        self.names = NameSupply(suffix="'", separator="")
 
     def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
         """A(E)(A): a command with the effect of A := E."""
@@ -68,7 +64,7 @@ class Translation:
             case p.Num() | p.IdxT():
                 return p.Assign(a, e)
             case p.Arr(size, elem):
-                i, o = self.fresh("i"), self.fresh("o")
+                i, o = self.names.fresh("i"), self.names.fresh("o")
                 index = p.Ident(i, p.ExpT(p.IdxT(size)))
                 body = self.assign(p.Ident(o, p.AccT(elem)), p.Idx(e, index, elem, size), elem)
                 return p.ParFor(size, a, i, o, elem, body)
@@ -85,7 +81,7 @@ class Translation:
         leaves = p.record_leaves(data)
         if not all(isinstance(leaf, p.Num) for _, leaf in leaves):
             return self.storage_needed(e)
-        names = {path: self.fresh("v") for path, _ in leaves}
+        names = {path: self.names.fresh("v") for path, _ in leaves}
 
         def record(phrase_type, d=data, path=()):
             if isinstance(d, p.Rec):
@@ -127,7 +123,7 @@ def _con_idx(t: Translation, e: p.Idx, k: Cont) -> p.Phrase:
 
 def _acc_build(t: Translation, e: p.Build, a: p.Phrase) -> p.Phrase:
     """A(build n f)(A) = parfor n A (λ i o. A(f i)(o))."""
-    o = t.fresh("o")
+    o = t.names.fresh("o")
     return p.ParFor(e.size, a, e.index, o, e.elem, t.acc(e.body, p.Ident(o, p.AccT(e.elem))))
 
 

@@ -12,7 +12,7 @@ from .translate import Translation, dpia_program
 class StrategyTranslation(Translation):
     def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
         if isinstance(e, p.Build):
-            o = self.fresh("o")
+            o = self.names.fresh("o")
             body = self.acc(e.body, p.Ident(o, p.AccT(e.elem)))
             return p.ParFor(e.size, a, e.index, o, e.elem, body, e.strategy)
         return super().acc(e, a)

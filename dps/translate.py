@@ -20,6 +20,8 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
+from fsmooth.callgraph import callees_first
+from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
 from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
@@ -58,12 +60,11 @@ class _KernelTranslator:
         self.sizes = sk.sizes
         self.result_dims = component_dims(k.result, sk.result)
         self.bounds = Bounds(self.params)
-        self.regions = 0
+        self.names = NameSupply(numbered=True, separator="")  # r1, view_2, r3, ...
         self.in_place: set = set()  # arrays written straight into their component of a tuple result
 
     def region(self) -> str:
-        self.regions += 1
-        return f"r{self.regions}"
+        return self.names.fresh("r")
 
     # -- the symbolic value of an Index or Card atom (None if it depends on data)
     def value(self, a: core.Expr):
@@ -189,8 +190,7 @@ class _KernelTranslator:
         raise AssertionError(f"not in ANF: {e!r}")
 
     def fresh_view(self) -> str:
-        self.regions += 1
-        return f"view_{self.regions}"
+        return self.names.fresh("view_")
 
     def call(self, fn: str, args, ty, r: ir.Ref) -> ir.Term:
         callee = self.kernels[fn]
@@ -350,33 +350,6 @@ def result_dest(ty, dest: str) -> ir.Ref:
     if isinstance(ty, TupleT):
         return ir.RTuple(tuple(result_dest(t, f"{dest}_{k}") for k, t in enumerate(ty.items)))
     return ir.RVar(dest) if isinstance(ty, ArrayT) else ir.Bullet()
-
-
-def _callees(e: core.Expr) -> set:
-    match e:
-        case core.Call(fn, args):
-            return {fn}
-        case core.Let(_, rhs, body):
-            return _callees(rhs) | _callees(body)
-        case core.If(_, a, b):
-            return _callees(a) | _callees(b)
-        case core.Build(_, fn) | core.Ifold(fn, _, _):
-            return _callees(fn.body)
-    return set()
-
-
-def callees_first(p: core.Program) -> list[str]:
-    order: list[str] = []
-
-    def visit(name):
-        if name not in order:
-            for callee in sorted(_callees(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order
 
 
 def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:

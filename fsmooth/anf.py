@@ -22,22 +22,8 @@ from dataclasses import dataclass
 from . import core
 from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError
+from .names import NameSupply
 from .types import FunT, TupleT, leaves, path_suffix
-
-
-class NameSupply:
-    """Fresh names, unique within one kernel."""
-
-    def __init__(self, taken=()):
-        self.taken = set(taken)
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The ``fsmooth`` command line.
 
     fsmooth compile FILE.py -o DIR [--variant NAME] [--parallel]
-    fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,all}]
+    fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,opencl,all} | --pass NAME | --list-passes]
+                   [--target {c,opencl}] [--variant NAME] [--parallel] [--unoptimised] [--no-OPTIMISATION ...]
     fsmooth mem FILE.py:KERNEL [--size NAME=VALUE ...]
     fsmooth demo [--sizes N ...] [--write-c PATH]
 
@@ -16,17 +17,22 @@ import importlib.util
 import pathlib
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import sympy
 
+from fsmooth.shape.ir import ShapeProgram
+from fsmooth.shape.ir import show_program as show_shapes
+
 from .artifact import CArtifact, KernelInterface
-from .driver import STAGES, compile_to_c, run_pipeline
+from .driver import (OPENCL_STAGE_PASSES, OPENCL_STAGES, STAGE_PASSES, STAGES, c_passes, compile_to_c,
+                     opencl_passes, pass_names, run_passes, verifying)
 from .embed import exported_kernels, library
 from .errors import CompileError
 from .kernel import Kernel
-from .options import VARIANTS, default_options
+from .opencl_artifact import OpenCLArtifact
+from .options import VARIANTS, Options, default_options, optimisations
 
 
 class UsageError(Exception):
@@ -181,7 +187,7 @@ def show_stage(form) -> str:
     """A stage's program in its IR's own notation: ``show_program`` of the IR's module or of the
     printer module ``show`` beside it, else the object's own ``__str__``; element by element for
     collections."""
-    if isinstance(form, CArtifact):
+    if isinstance(form, (CArtifact, OpenCLArtifact)):
         return form.source
     if isinstance(form, Mapping):
         return "\n\n".join(show_stage(v) for v in form.values())
@@ -198,14 +204,54 @@ def show_stage(form) -> str:
     return str(form)
 
 
-def explain(kernel: Kernel, stage: str) -> str:
+def explain_options(kernel: Kernel, args: argparse.Namespace) -> Options:
+    """The kernel's own options, changed as the command line asks: a variant replaces them,
+    then ``--parallel``, each ``--no-NAME`` and ``--unoptimised`` (every optimisation off)."""
+    options = VARIANTS[args.variant] if args.variant else kernel.options
+    changes = {name: False for name in optimisations() if args.unoptimised or not getattr(args, name)}
+    return replace(options, **changes, parallel=options.parallel or args.parallel)
+
+
+def explain(kernel: Kernel, stage: str = "all", pass_name: str | None = None, target: str = "c",
+            options: Options | None = None, as_translated: bool = False) -> str:
+    """``fsmooth explain``: one stage, every stage, or one pass's output(s) of ``kernel``.
+    ``as_translated``: the shape and dps stages as translated, before §3.5's simplifications
+    (with every optimisation off, the DPS paper's §3.4 forms)."""
+    options = kernel.options if options is None else options
+    passes = c_passes(options) if target == "c" else opencl_passes(options)
+    stages = STAGES if target == "c" else OPENCL_STAGES
+    stage_passes = {**(STAGE_PASSES if target == "c" else OPENCL_STAGE_PASSES),
+                    **({"dps": "dps"} if as_translated else {})}
+    names = pass_names(passes)
+    if pass_name is not None and pass_name not in names:
+        raise UsageError(f"the {target} path has no pass {pass_name!r}; its passes: {', '.join(names)}")
+    if stage not in (*stages, "all"):
+        raise UsageError(f"the {target} path has no stage {stage!r}; its stages: {', '.join(stages)}")
+
+    def show(form) -> str:
+        return show_shapes(form, simplified=False) if as_translated and isinstance(form, ShapeProgram) else show_stage(form)
+
     program = kernel.program()
-    if stage == "core":  # the front end's output needs none of the later stages
-        return show_stage(program)
-    stages = run_pipeline(program)
+    if stage == "core" and pass_name is None:  # the front end's output needs none of the later passes
+        return show(program)
+    trace = run_passes(passes, program, verifying(options))
+    if pass_name is not None:
+        forms = trace.of(pass_name)
+        if not forms:  # a rewrite that changed nothing
+            return f"(the pass {pass_name} changed nothing)"
+        if len(forms) == 1:
+            return show(forms[0])
+        return "\n\n".join(f"== {pass_name}, change {k} of {len(forms)} ==\n{show(form)}"
+                            for k, form in enumerate(forms, 1))
     if stage != "all":
-        return show_stage(getattr(stages, stage))
-    return "\n\n".join(f"== {name} ==\n{show_stage(getattr(stages, name))}" for name in STAGES)
+        return show(trace.last(stage_passes[stage]))
+    return "\n\n".join(f"== {name} ==\n{show(trace.last(stage_passes[name]))}" for name in stages)
+
+
+def list_passes(target: str, options: Options) -> str:
+    """The passes of ``target``'s path in order, each F̃ rewrite under the pass it belongs to."""
+    passes = c_passes(options) if target == "c" else opencl_passes(options)
+    return "\n".join(["core", *(line for p in passes for line in (*(f"  {r}" for r in p.rewrites), p.name))])
 
 
 # ----------------------------------------------------------------------------- mem
@@ -317,9 +363,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", action="store_true", help="'#pragma omp parallel for' on outer parallel loops")
     p.add_argument("--target", choices=("c", "opencl"), default="c",
                    help="c: <module>.h/.c/.json; opencl: <module>.cl and <module>.opencl.json")
-    p = commands.add_parser("explain", help="print a kernel at one stage of the pipeline")
+    p = commands.add_parser("explain", help="print a kernel at one stage or pass of the pipeline")
     p.add_argument("target", metavar="FILE.py:KERNEL")
-    p.add_argument("--stage", choices=STAGES + ("all",), default="all")
+    p.add_argument("--stage", choices=tuple(dict.fromkeys(STAGES + OPENCL_STAGES)) + ("all",), default="all")
+    p.add_argument("--pass", dest="pass_name", metavar="NAME", help="print this pass's output (--list-passes)")
+    p.add_argument("--list-passes", action="store_true", help="list the passes of the target's path")
+    p.add_argument("--target", dest="back_end", choices=("c", "opencl"), default="c", help="the C or the OpenCL path")
+    p.add_argument("--variant", choices=sorted(VARIANTS), help="compile as one of the DPS paper's variants")
+    p.add_argument("--parallel", action="store_true", help="'#pragma omp parallel for' on outer parallel loops")
+    p.add_argument("--unoptimised", action="store_true",
+                   help="every optimisation off, shapes and DPS as translated: the DPS paper's §3.4 forms")
+    for f in fields(Options):
+        if "optimisation" in f.metadata:
+            p.add_argument(f"--no-{f.name.replace('_', '-')}", dest=f.name, action="store_false",
+                           help=f"off: {f.metadata['help']} ({f.metadata['optimisation']})")
     p = commands.add_parser("mem", help="print a kernel's scratch memory as a formula of its sizes")
     p.add_argument("target", metavar="FILE.py:KERNEL")
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE")
@@ -339,7 +396,12 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     text = compile_library(args.module, args.output, args.variant, args.parallel)
             case "explain":
-                text = explain(load_kernel(args.target), args.stage)
+                kernel = load_kernel(args.target)
+                options = explain_options(kernel, args)
+                if args.list_passes:
+                    text = list_passes(args.back_end, options)
+                else:
+                    text = explain(kernel, args.stage, args.pass_name, args.back_end, options, args.unoptimised)
             case "mem":
                 text = memory_report(load_kernel(args.target), args.size)
             case "demo":

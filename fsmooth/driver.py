@@ -1,18 +1,137 @@
-"""The pipeline of docs/ARCHITECTURE.md, one stage per package, each a pure function of the last.
+"""The pipeline of docs/ARCHITECTURE.md as ordered lists of named passes, one list per target.
 
-    core (front end) ─▶ anf (inlining of helpers and lambdas, ANF; then the F̃ simplifications
-    the options ask for) ─▶ shape (S⟦e⟧, partially evaluated) ─▶ dps (D⟦e⟧r, alloc
-    simplification, scratch) ─▶ dpia (accT/conT, imperative) ─▶ c (code generation)
-    ─▶ cffi (fsmooth.runtime)
+    C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce,
+            to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ dpia ─▶ c
+    OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ shape ─▶ dps ─▶ simplify_allocs
+            ─▶ dpia_strategies ─▶ opencl
+
+A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
+(``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
+``FSMOOTH_VERIFY=1``, checks each with the ``verify`` of its IR's module, so that an ``IRError``
+names the pass that broke the program.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from . import core
+from .errors import IRError
 from .options import Options
 
+Report = Callable[[str, object], None]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named step. ``run(forms, report)`` takes the outputs so far, by the name of the pass
+    that made each (``"core"``: the front end's program), and returns its own; a pass made of
+    named rewrites (``optimise``) also ``report``s each rewrite's output, by the rewrite's name."""
+
+    name: str
+    run: Callable[[dict, Report], object]
+    rewrites: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Every output of one run, in order: ``(pass name, form)``, a rewrite once per change."""
+
+    outputs: tuple[tuple[str, object], ...]
+
+    def of(self, name: str) -> list:
+        return [form for pass_name, form in self.outputs if pass_name == name]
+
+    def last(self, name: str):
+        return self.of(name)[-1]
+
+
+def c_passes(options: Options) -> tuple[Pass, ...]:
+    from fsmooth.dpia.codegen_c import generate_c
+    from fsmooth.dpia.translate import dpia_program
+
+    return (*_front_passes(options, inline_every=False),
+            Pass("dpia", lambda forms, report: dpia_program(forms["simplify_allocs"])),
+            Pass("c", lambda forms, report: generate_c(forms["dpia"], options)))
+
+
+def opencl_passes(options: Options) -> tuple[Pass, ...]:
+    """The OpenCL back end's passes: as for C up to DPS, with every call inlined, then accT/conT
+    keeping the strategies, then OpenCL (hoisting, vectorisation, code generation)."""
+    from fsmooth.dpia.codegen_opencl import generate_opencl
+    from fsmooth.dpia.translate_strategies import strategy_program
+
+    options = opencl_options(options)
+    return (*_front_passes(options, inline_every=True),
+            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["simplify_allocs"])),
+            Pass("opencl", lambda forms, report: generate_opencl(forms["dpia_strategies"], options)))
+
+
+def _front_passes(options: Options, inline_every: bool) -> tuple[Pass, ...]:
+    from fsmooth.dps.simplify import simplify_allocs
+    from fsmooth.dps.translate import dps_program
+    from fsmooth.shape.translate import shape_program
+
+    from .anf import anf_program
+    from .optimize import kernel_rewrites, optimize_program
+
+    passes = [Pass("anf", lambda forms, report: anf_program(forms["core"]))]
+    if inline_every:
+        passes.append(Pass("inline_every_call", lambda forms, report: inline_every_call(forms["anf"])))
+    source = passes[-1].name
+    return (*passes,
+            Pass("optimise", lambda forms, report: optimize_program(forms[source], options, report),
+                 tuple(name for name, _ in kernel_rewrites(options))),
+            Pass("shape", lambda forms, report: shape_program(forms["optimise"])),
+            Pass("dps", lambda forms, report: dps_program(forms["optimise"], forms["shape"])),
+            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)))
+
+
+def pass_names(passes: tuple[Pass, ...]) -> tuple[str, ...]:
+    """Every name ``run_passes`` may report, in order: ``core``, each pass, each rewrite."""
+    return ("core", *(name for p in passes for name in (*p.rewrites, p.name)))
+
+
+def verifying(options: Options) -> bool:
+    return options.verify_passes or os.environ.get("FSMOOTH_VERIFY", "") not in ("", "0")
+
+
+def run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool = False) -> Trace:
+    outputs: list[tuple[str, object]] = []
+    forms = {}
+
+    def report(name: str, form) -> None:
+        if verify:
+            verify_output(name, form)
+        outputs.append((name, form))
+
+    report("core", program)
+    forms["core"] = program
+    for p in passes:
+        forms[p.name] = p.run(forms, report)
+        report(p.name, forms[p.name])
+    return Trace(tuple(outputs))
+
+
+def verify_output(name: str, form) -> None:
+    """``verify(form)`` of the module that defines ``form``'s IR, where it has one."""
+    verify = getattr(importlib.import_module(type(form).__module__), "verify", None)
+    if verify is None:
+        return
+    try:
+        verify(form)
+    except IRError as err:
+        raise IRError(f"the output of pass {name!r} is malformed: {err}") from err
+
+
 STAGES = ("core", "anf", "shape", "dps", "dpia", "c")
+OPENCL_STAGES = ("core", "anf", "shape", "dps", "dpia", "opencl")
+STAGE_PASSES = {"core": "core", "anf": "optimise", "shape": "shape", "dps": "simplify_allocs", "dpia": "dpia",
+                "c": "c"}
+"""The pass whose output each stage of docs/ARCHITECTURE.md is (``anf``: after the F̃ optimisations)."""
+OPENCL_STAGE_PASSES = {**STAGE_PASSES, "dpia": "dpia_strategies", "opencl": "opencl"}
 
 
 @dataclass(frozen=True)
@@ -28,20 +147,8 @@ class Stages:
 
 
 def run_pipeline(program: core.Program, options: Options = Options()) -> Stages:
-    from fsmooth.dpia.codegen_c import generate_c
-    from fsmooth.dpia.translate import dpia_program
-    from fsmooth.dps.simplify import simplify_allocs
-    from fsmooth.dps.translate import dps_program
-    from fsmooth.shape.translate import shape_program
-
-    from .optimize import optimize_program
-    from .anf import anf_program
-
-    anf = optimize_program(anf_program(program), options)
-    shapes = shape_program(anf)
-    dps = simplify_allocs(dps_program(anf, shapes), options)
-    imperative = dpia_program(dps)
-    return Stages(program, anf, shapes, dps, imperative, generate_c(imperative, options))
+    trace = run_passes(c_passes(options), program, verifying(options))
+    return Stages(*(trace.last(STAGE_PASSES[stage]) for stage in STAGES))
 
 
 def compile_to_c(program: core.Program, options: Options = Options()):
@@ -62,16 +169,14 @@ def opencl_options(options: Options) -> Options:
     """The options of the OpenCL back end: the F̃ simplifications as asked, but DPS regions left
     where they are used (no alloc hoisting or merging, no parallel frames), because the OpenCL
     stage hoists them itself, per address space and sized by the parallel loops (DPIA §6.4)."""
-    from dataclasses import replace
-
     return replace(options, hoist_allocs=False, merge_allocs=False, parallel=False, allocation="arena")
 
 
 def inline_every_call(program: core.Program) -> core.Program:
     """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
     another with its own buffers, and F̃ has no recursion, so this ends."""
-    from .inline_kernels import called_kernels
     from .anf import anf_kernel
+    from .callgraph import called_kernels
 
     entry = program.main
     while called_kernels(entry.body):
@@ -80,18 +185,5 @@ def inline_every_call(program: core.Program) -> core.Program:
 
 
 def compile_to_opencl(program: core.Program, options: Options = Options()):
-    """The ``fsmooth.opencl_artifact.OpenCLArtifact`` of ``program``: the stages of
-    ``run_pipeline`` up to DPS, then accT/conT keeping the strategies, then OpenCL."""
-    from fsmooth.dpia.codegen_opencl import generate_opencl
-    from fsmooth.dpia.translate_strategies import strategy_program
-    from fsmooth.dps.simplify import simplify_allocs
-    from fsmooth.dps.translate import dps_program
-    from fsmooth.shape.translate import shape_program
-
-    from .optimize import optimize_program
-    from .anf import anf_program
-
-    options = opencl_options(options)
-    anf = optimize_program(inline_every_call(anf_program(program)), options)
-    dps = simplify_allocs(dps_program(anf, shape_program(anf)), options)
-    return generate_opencl(strategy_program(dps), options)
+    """The ``fsmooth.opencl_artifact.OpenCLArtifact`` of ``program``."""
+    return run_passes(opencl_passes(options), program, verifying(options)).last("opencl")

@@ -46,3 +46,8 @@ class CompileError(Exception):
             width = max(1, min(width, len(line) - loc.col_offset))
             text += f"\n    {line}\n    {' ' * loc.col_offset}^{'~' * (width - 1)}"
         return text
+
+
+class IRError(Exception):
+    """An internal inconsistency that an IR's ``verify`` finds: a compiler bug, not the user's
+    program. The driver's message names the pass whose output it is."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import builtins as python_builtins
 import collections.abc
+import copy
 import inspect
 import math
 import textwrap
@@ -34,6 +35,7 @@ from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Lengt
                    PrimApp, Program, Proj, Tuple, Var)
 from .errors import CompileError, Loc
 from .kernel import Kernel
+from .names import NameSupply
 from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type
 
 
@@ -360,11 +362,13 @@ class _KernelTranslator:
         fdef = source.fdef
         self.identifiers = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)}
         self.identifiers |= {a.arg for a in ast.walk(fdef) if isinstance(a, ast.arg)}
-        # Names bound by the body itself; a lambda parameter that repeats one is renamed.
-        self.binders = {a.arg for a in fdef.args.args}
-        self.binders |= {t.id for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                         for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                         for t in ast.walk(target) if isinstance(t, ast.Name)}
+        # Names bound by the body itself; a lambda parameter that repeats one is renamed, and
+        # never to another of the user's names.
+        bound = {a.arg for a in fdef.args.args}
+        bound |= {t.id for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                  for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                  for t in ast.walk(target) if isinstance(t, ast.Name)}
+        self.binders = NameSupply(bound, made_up_avoid=self.identifiers)
 
     def loc(self, node: ast.AST) -> Loc:
         return self.src.loc(node)
@@ -484,7 +488,7 @@ class _KernelTranslator:
             raise self.error("a function cannot be unpacked", value)
         rhs = self.expr(value, env)
         loc = self.loc(stmt)
-        whole = self.fresh_binder("tuple")
+        whole = self.binders.fresh("tuple")
         bindings: list[tuple[str, Expr]] = []
 
         def collect(node: ast.expr, part: Expr):
@@ -828,7 +832,7 @@ class _KernelTranslator:
         count = self.expr(count_node, env)  # a Card or an Index (triangular loops): a count < 0 runs no iteration
         if count.ty not in (Index, Card):
             raise self.error(f"ifold count must be a Card or an Index, not {_a(count.ty)}", count_node)
-        before = dict(self.lambda_types), set(self.binders)
+        before = dict(self.lambda_types), copy.deepcopy(self.binders)
         fn = self.function(fn_node, env, (init.ty, Index), None)
         returned = fn.ty.result
         if returned != init.ty:
@@ -874,7 +878,7 @@ class _KernelTranslator:
         inner = dict(env)
         typed = []
         for arg, t in zip(args.args, params):
-            ir_name = self.fresh_binder(arg.arg)
+            ir_name = self.binders.fresh(arg.arg)
             inner[arg.arg] = _Local(ir_name, t)
             typed.append((ir_name, t))
         body = self.expr(node.body, inner)
@@ -908,7 +912,7 @@ class _KernelTranslator:
                              f"{'s' * (len(params) != 1)} is needed", node)
         typed, args = [], []
         for (pname, pty), t in zip(sig.params, params):
-            ir_name = self.fresh_binder(pname)
+            ir_name = self.binders.fresh(pname)
             typed.append((ir_name, t))
             arg = tc.conform(Var(ir_name, t, loc), pty)
             if arg is None:
@@ -921,12 +925,3 @@ class _KernelTranslator:
         self.callees.append((kernel, loc))
         return Lam(tuple(typed), body, FunT(tuple(params), sig.result), loc)
 
-    def fresh_binder(self, name: str) -> str:
-        if name not in self.binders:
-            self.binders.add(name)
-            return name
-        k = 1
-        while f"{name}_{k}" in self.binders or f"{name}_{k}" in self.identifiers:
-            k += 1
-        self.binders.add(f"{name}_{k}")
-        return f"{name}_{k}"

@@ -1,7 +1,9 @@
 """F̃ simplification, DPS paper §3.5 stage 1: the passes the options enable, to a fixed point.
 
-    inline_kernels ─▶ inline_lets ─▶ fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ (again, until
+    inline_kernels ─▶ inline_lets_and_fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ (again, until
     nothing changes)
+
+each a named rewrite (``kernel_rewrites``), which the driver reports as its own pass.
 
 Input and output are the ANF programs of ``fsmooth.anf.anf_program``.  Every pass is a
 pure function of a kernel body; after each, ``anf_kernel`` renormalises (β-reduces the
@@ -13,6 +15,7 @@ one sweep over the program suffices.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from . import core
@@ -20,19 +23,42 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
-from .inline_kernels import called_kernels, inline_small_kernels
+from .callgraph import callees_first
+from .inline_kernels import inline_small_kernels
 from .options import Options
 from .anf import anf_kernel
 
 
-def optimize_program(p: core.Program, options: Options) -> core.Program:
+KernelRewrite = Callable[[core.Program, core.KernelDef], core.KernelDef]
+
+
+def optimize_program(p: core.Program, options: Options,
+                     after: Callable[[str, core.Program], None] = lambda rewrite, program: None) -> core.Program:
+    """``after(name, program)`` is told the program each time the rewrite ``name`` changes a kernel
+    (``fsmooth.driver`` verifies and records it)."""
     kernels = dict(p.kernels)
     for name in callees_first(p):
-        kernels[name] = optimize_kernel(core.Program(kernels, p.entry), kernels[name], options)
+        kernels[name] = optimize_kernel(core.Program(kernels, p.entry), kernels[name], options,
+                                        lambda rewrite, k: after(rewrite, core.Program({**kernels, k.name: k}, p.entry)))
     return core.Program(kernels, p.entry)
 
 
-def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options) -> core.KernelDef:
+def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options,
+                    after: Callable[[str, core.KernelDef], None]) -> core.KernelDef:
+    rewrites = kernel_rewrites(options)
+    while True:
+        before = k
+        for name, rewrite in rewrites:
+            rewritten = rewrite(program, k)
+            if rewritten != k:
+                after(name, rewritten)
+            k = rewritten
+        if k == before:
+            return k
+
+
+def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
+    """The rewrites ``options`` enable, by name, in the order each round applies them."""
     def inline_and_fuse(e: core.Expr) -> core.Expr:
         # No renormalisation between the two: a build that inline_lets puts into its read must
         # meet fusion before ANF would let-bind it again, now inside the reader's loop.
@@ -40,32 +66,17 @@ def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options) 
             e = inline_lets(e, into_reads=options.fusion)
         return fuse(e) if options.fusion else e
 
-    rewrites = [rewrite for enabled, rewrite in (
-        (options.inline_lets or options.fusion, inline_and_fuse),
-        (options.constant_folding, fold_constants),
-        (options.cse, eliminate_common_subexpressions),
-        (options.dce, eliminate_dead_code),
-    ) if enabled]
-    while True:
-        before = k
-        if options.inline_kernels:
-            k = inline_small_kernels(program, k)
-        for rewrite in rewrites:
-            k = anf_kernel(program, replace(k, body=rewrite(k.body)))
-        if k == before:
-            return k
+    def renormalised(rewrite: Callable[[core.Expr], core.Expr]) -> KernelRewrite:
+        return lambda program, k: anf_kernel(program, replace(k, body=rewrite(k.body)))
+
+    return tuple((name, rewrite) for enabled, name, rewrite in (
+        (options.inline_kernels, "inline_kernels", inline_small_kernels),
+        (options.inline_lets or options.fusion, "inline_lets_and_fusion", renormalised(inline_and_fuse)),
+        (options.constant_folding, "constant_folding", renormalised(fold_constants)),
+        (options.cse, "cse", renormalised(eliminate_common_subexpressions)),
+        (options.dce, "dce", renormalised(eliminate_dead_code)),
+    ) if enabled)
 
 
-def callees_first(p: core.Program) -> list[str]:
-    """The kernels of ``p``, each after every kernel it calls (F̃ has no recursion)."""
-    order: list[str] = []
-
-    def visit(name: str):
-        if name not in order:
-            for callee in sorted(called_kernels(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order
+REWRITES = tuple(name for name, _ in kernel_rewrites(Options()))
+"""The names of every rewrite, in order (the default options enable them all)."""

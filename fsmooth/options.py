@@ -7,27 +7,35 @@ the ladder: fused, buffer-optimised, bump-allocated on one arena of exactly know
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 ALLOCATIONS = ("arena", "malloc", "leaky", "gc")
+
+
+def _optimisation(stage: str, meaning: str):
+    """A field that switches one optimisation, removing work only (``fsmooth explain --no-NAME``)."""
+    return field(default=True, metadata={"optimisation": stage, "help": meaning})
 
 
 @dataclass(frozen=True)
 class Options:
     # F̃ simplification (DPS §3.5, stage 1)
-    fusion: bool = True  # Fig. 4: (build n f)[i] ⇝ f i, length (build n f) ⇝ n
-    inline_kernels: bool = True  # inline calls of small kernels
-    inline_lets: bool = True  # inline single-use lets (what lets fusion fire)
-    constant_folding: bool = True
-    cse: bool = True
-    dce: bool = True
+    fusion: bool = _optimisation("F̃", "Fig. 4: (build n f)[i] ⇝ f i, length (build n f) ⇝ n")
+    inline_kernels: bool = _optimisation("F̃", "inline calls of small kernels")
+    inline_lets: bool = _optimisation("F̃", "inline single-use lets (what lets fusion fire)")
+    constant_folding: bool = _optimisation("F̃", "fold constant arithmetic")
+    cse: bool = _optimisation("F̃", "common-subexpression elimination")
+    dce: bool = _optimisation("F̃", "dead-code elimination")
     # DPS-F̃ simplification (Fig. 9)
-    merge_allocs: bool = True
-    hoist_allocs: bool = True  # out of build/ifold bodies: once per call, not per iteration
+    merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
+    hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
     # code generation
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun
+    # debugging the compiler (FSMOOTH_VERIFY=1 also turns it on): fsmooth.driver verifies every
+    # pass's output with its IR's verify
+    verify_passes: bool = False
 
     def __post_init__(self):
         if self.allocation not in ALLOCATIONS:
@@ -35,20 +43,25 @@ class Options:
 
     @property
     def simplifies(self) -> bool:
-        return any((self.fusion, self.inline_kernels, self.inline_lets, self.constant_folding,
-                    self.cse, self.dce))
+        return any(getattr(self, name) for name in optimisations("F̃"))
 
 
-_NO_F_SIMPLIFICATION = dict(fusion=False, inline_kernels=False, inline_lets=False,
-                            constant_folding=False, cse=False, dce=False)
-_NO_BUFFER_OPT = dict(merge_allocs=False, hoist_allocs=False)
+def optimisations(stage: str | None = None) -> tuple[str, ...]:
+    """The names of the optimisation fields of ``Options`` (of one stage, "F̃" or "DPS")."""
+    return tuple(f.name for f in fields(Options)
+                 if "optimisation" in f.metadata and stage in (None, f.metadata["optimisation"]))
+
+
+_NO_BUFFER_OPT = dict.fromkeys(optimisations("DPS"), False)
+UNOPTIMISED = dict.fromkeys(optimisations(), False)
+"""Every optimisation off: the forms of the DPS paper's §3.4, as translated."""
 
 # The DPS paper's variants (§5), by the names the benchmarks print.
 VARIANTS = {
-    "leaky": Options(allocation="leaky", **_NO_F_SIMPLIFICATION, **_NO_BUFFER_OPT),  # CL
+    "leaky": Options(allocation="leaky", **UNOPTIMISED),  # CL
     "leaky_fused": Options(allocation="leaky", **_NO_BUFFER_OPT),  # CLF
-    "gc": Options(allocation="gc", **_NO_F_SIMPLIFICATION, **_NO_BUFFER_OPT),  # CG
-    "malloc": Options(allocation="malloc", **_NO_F_SIMPLIFICATION, **_NO_BUFFER_OPT),  # D
+    "gc": Options(allocation="gc", **UNOPTIMISED),  # CG
+    "malloc": Options(allocation="malloc", **UNOPTIMISED),  # D
     "fused": Options(allocation="malloc", **_NO_BUFFER_OPT),  # DF
     "buffers": Options(allocation="malloc"),  # DFB
     "arena": Options(),  # DFBS, the default
