@@ -81,9 +81,11 @@ def inline_every_call(program: core.Program) -> core.Program:
 
 def compile_to_opencl(program: core.Program, options: Options = Options()):
     """The ``fsmooth.opencl_artifact.OpenCLArtifact`` of ``program``: the stages of
-    ``run_pipeline`` up to DPS, then accT/conT keeping the strategies, then OpenCL."""
-    from fsmooth.dpia.codegen_opencl import generate_opencl
+    ``run_pipeline`` up to DPS, then accT/conT keeping the strategies, the OpenCL kernels planned,
+    vectorised, then printed."""
+    from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
     from fsmooth.dpia.translate_strategies import strategy_program
+    from fsmooth.dpia.vectorize import vectorize_plan
     from fsmooth.dps.simplify import simplify_allocs
     from fsmooth.dps.translate import dps_program
     from fsmooth.shape.translate import shape_program
@@ -94,4 +96,4 @@ def compile_to_opencl(program: core.Program, options: Options = Options()):
     options = opencl_options(options)
     anf = optimize_program(inline_every_call(anf_program(program)), options)
     dps = simplify_allocs(dps_program(anf, shape_program(anf)), options)
-    return generate_opencl(strategy_program(dps), options)
+    return generate_opencl(vectorize_plan(plan_opencl(strategy_program(dps))), options)
