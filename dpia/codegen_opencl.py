@@ -14,12 +14,12 @@ emitter this one extends with the OpenCL primitives (DPIA paper §6.2):
 A write inside a work-group but outside its local loops is done once for the group (by local
 work-item 0, then a barrier), since every work-item computes the same value there.
 
-``vectorize(w, ·)`` of a global or local build of Float or Double: work-item iteration v does the
-elements w·v .. w·v + w - 1 together, each private scalar of the body a vector of w lanes,
-contiguous reads and writes ``vloadw``/``vstorew``, a guard on the index run as vector code where
-it holds for every lane; any command the lanes cannot run together runs once per lane (a lane
-sees the index shifted by its number and its component of each vector).  The ``n mod w`` last
-elements are done one at a time.
+``vectorize(w, ·)`` comes as vector phrases (``dpia.vectorize`` decided what runs in lock step),
+which print as they read: ``VectorParFor`` as a strided loop over the vectors, ``const int64_t
+i = v * w`` its first lane's element, then the scalar loop of the ``n mod w`` last elements; a
+``num<w>`` as ``floatw``/``doublew``; ``AsVector`` read as ``vloadw``, written as ``vstorew``;
+lane k of a vector (``Idx(AsScalar(x), k)``) as ``x.sk``; ``Lane(k, P)`` as P in a block of its own,
+the index shifted by k; ``AllLanes(c)`` as c of every lane joined by ``&&``.
 
 A kernel of a single work-group may end with sequential commands (``Phase.tail``): after a barrier,
 work-item 0 runs them, unless the body failed a check.
@@ -49,13 +49,14 @@ from fsmooth.artifact import result_components
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
-from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Float, Scalar, element_scalar
+from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
-from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, SymbolicInteger, c_type, indent,
-                   index_symbol, strip_parentheses)
-from .hoist_opencl import Phase, free_identifiers, plan_kernels
+from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, c_type, indent, index_symbol,
+                   strip_parentheses)
+from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
+from .vectorize import VECTOR_OPS, Lanes
 
 # Names the generated OpenCL uses or reserves beyond C's (emit's Namer keeps C's out).
 OPENCL_NAMES = frozenset("""
@@ -117,7 +118,7 @@ class _OpenCLEmitter(KernelEmitter):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
         super().__init__(k, taken, dataclasses.replace(options, allocation="arena"))
         self.levels: list = []  # the parallel levels around the code being written
-        self.lanes: _Lanes | None = None  # the build being vectorised, in its body
+        self.lanes: Lanes | None = None  # the vectorised build whose body is being written
         self.slot = slot  # this launch's element of the status buffer
         self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
         self.exits = [self.exit]  # every exit made: whether any check can fail
@@ -196,16 +197,27 @@ class _OpenCLEmitter(KernelEmitter):
 
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
-        if self.lanes is not None:
-            return self._vector_comm(c, env, ranges)
         match c:
             case p.ParFor(strategy=strategy) if strategy is not None and strategy.level in PARALLEL:
-                if strategy.width > 1:
-                    return self._vector_parfor(c, env, ranges)
                 return self._parallel_parfor(c, env, ranges)
-            case p.ParFor(strategy=strategy) if strategy is not None and strategy.width > 1:
-                raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
-                                   "outermost build)", strategy.loc)
+            case p.VectorParFor():
+                return self._vector_parfor(c, env, ranges)
+            case p.New(name, p.Vec(scalar, w), body):
+                cname = self.namer.fresh(name)
+                return [f"{C_TYPE[scalar]}{w} {cname};"] + self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)
+            case p.Assign(p.AsVector(w, at), e):
+                checks: list = []
+                value = self.exp(e, env, ranges, checks)
+                return checks + [f"vstore{w}({value}, 0, {self.address(at, env, ranges, checks)});"]
+            case p.IfCmd(p.AllLanes()):
+                return self._all_lanes_if(c, env, ranges)
+            case p.Lane(k, body):
+                # scalar code, in a block of its own
+                lanes, self.lanes = self.lanes, None
+                try:
+                    return ["{"] + indent(self.comm(body, lanes.env(env, k), ranges)) + ["}"]
+                finally:
+                    self.lanes = lanes
             case p.New(name, data, body, None, "private") if not isinstance(data, p.Num):
                 cname = self.namer.fresh(name)
                 decl = f"{c_type(data)} {cname}[{private_count(data)}];"
@@ -304,25 +316,18 @@ class _OpenCLEmitter(KernelEmitter):
         loop = self.loop(c.index, n, c.body, inner, ranges, swap)
         return checks + head + loop + self.comm(c.after, {**env, c.state: _Memory(s, space, role)}, ranges)
 
-    # -- vectors
-    def _vector_parfor(self, c: p.ParFor, env: dict, ranges) -> list[str]:
-        """``vectorize(w, ·)``: iteration v does the elements w·v .. w·v + w - 1 at once, each
-        private scalar of the body an OpenCL vector of w lanes (``_vector_comm``); the remainder,
-        n mod w elements, runs as scalar code in the same strided loop."""
-        strategy = c.strategy
-        w, level = strategy.width, strategy.level
-        if level not in ("global", "local"):
-            raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
-                               "outermost build)", strategy.loc)
-        if not (isinstance(c.elem, p.Num) and c.elem.scalar in VECTOR_SCALARS):
-            raise CompileError("vectorize needs a build of Float or Double elements", strategy.loc)
+    # -- vectors (dpia.vectorize made them)
+    def _vector_parfor(self, c: p.VectorParFor, env: dict, ranges) -> list[str]:
+        """Iteration v does the elements w·v .. w·v + w - 1 at once; the remainder, n mod w
+        elements, runs as scalar code in the same strided loop."""
+        w, level = c.width, c.strategy.level
         dim = self.levels.count(level)
         get_id, get_size = _IDS[level]
         i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")
         # the first lane's index: the last lane's is at most n - 1
         vector_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - w)}
-        self.lanes, self.levels = _Lanes(c.index, i, w, c.out, inner[c.out].phrase), self.levels + [level]
+        self.lanes, self.levels = Lanes(i, w, c.out, inner[c.out].phrase), self.levels + [level]
         try:
             write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
             lines = self._with_scoped_exit(write) if level == "local" else write()
@@ -331,182 +336,42 @@ class _OpenCLEmitter(KernelEmitter):
         n_text = strip_parentheses(self.cint(n, ranges))
         loop = ([f"for (int64_t {v} = {get_id}({dim}); {v} < {n_text} / {w}; {v} += {get_size}({dim})) {{",
                  f"    const int64_t {i} = {v} * {w};"] + indent(lines) + ["}"])
-        scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
-        if sympy.Mod(n, w) != 0:
-            loop += self._strided_loop(scalar, env, ranges, start=f"({n_text} / {w}) * {w} + ")
-        return loop + self._barrier_after(scalar, env, ranges)
+        if c.remainder is not None:
+            loop += self._strided_loop(c.remainder, env, ranges, start=f"({n_text} / {w}) * {w} + ")
+        return loop + self._barrier_after(c, env, ranges)
 
-    def _vector_comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
-        """A command of a vectorised body: vector code where the lanes can run in lock step,
-        else the command once per lane (``_by_lane``), which is always correct."""
-        lanes = self.lanes
-        match c:
-            case p.Skip() | p.Seq():
-                return KernelEmitter.comm(self, c, env, ranges)
-            case p.New() if self.integer_let(c, env):
-                # symbolic: an index of the first lane, which each lane shifts (_Lanes.env)
-                return KernelEmitter.comm(self, c, env, ranges)
-            case p.New(name, p.Num(scalar), body, None) if scalar in VECTOR_SCALARS:
-                cname = self.namer.fresh(name)
-                lines = self.comm(body, {**env, name: _VectorVariable(cname)}, ranges)
-                return [f"{C_TYPE[scalar]}{lanes.width} {cname};"] + lines
-            case p.For(count) if not self._varying(count, env):
-                return KernelEmitter.comm(self, c, env, ranges)
-            case p.IfCmd(cond) if not self._varying(cond, env):
-                return KernelEmitter.comm(self, c, env, ranges)
-            case p.IfCmd(cond, then) if not self._varying(cond, env, through_index=False):
-                # the condition varies with the element's index only: where it holds for every
-                # lane (the bulk of a guarded loop) the lanes run the branch together
-                every = self._lock_step(lambda: " && ".join(
-                    f"({self._checked_free(self.exp, cond, lanes.env(env, k), ranges)})" for k in range(lanes.width)))
-                if every is None:
-                    return self._by_lane(c, env, ranges)
-                inside = ranges
-                for k in range(lanes.width):
-                    inside = self._guarded(cond, lanes.env(env, k), inside)
-                return ([f"if ({every}) {{"] + indent(self.comm(then, env, inside)) + ["} else {"]
-                        + indent(self._by_lane(c, env, ranges)) + ["}"])
-            case p.Assign(acc, e):
-                def assignment() -> str:
-                    value, varying = self._vector_exp(e, env, ranges)
-                    value = value if varying else f"({C_TYPE[p.data_of(e).scalar]}{lanes.width})({value})"
-                    return self._vector_target(acc, env, ranges).format(value)
-                line = self._lock_step(assignment)
-                if line is not None:
-                    return [line]
-        return self._by_lane(c, env, ranges)
+    def _all_lanes_if(self, c: p.IfCmd, env: dict, ranges) -> list[str]:
+        """The branch as vector code where its condition holds for every lane, with the guard's
+        ranges of every lane."""
+        every = self.exp(c.cond, env, ranges, [])
+        inside = ranges
+        for k in range(self.lanes.width):
+            inside = self._guarded(c.cond.cond, self.lanes.env(env, k), inside)
+        return ([f"if ({every}) {{"] + indent(self.comm(c.then, env, inside)) + ["} else {"]
+                + indent(self.comm(c.orelse, env, ranges)) + ["}"])
 
-    def _lock_step(self, write):
-        """``write()``, or None where it found that the lanes cannot run together; the checks it
-        wrote on the way are then forgotten, with the failures they would have reported."""
-        saved = ([x.used for x in self.exits], dict(self.reads))
-        try:
-            return write()
-        except _NotVectorisable:
-            for x, used in zip(self.exits, saved[0]):
-                x.used = used
-            self.reads = saved[1]
-            return None
+    def resolve(self, ph: p.Phrase, offset, env: dict, ranges, checks: list):
+        match ph:
+            case p.Idx(p.AsScalar(vector), p.Literal(lane)):
+                binding, _ = super().resolve(vector, sympy.Integer(0), env, ranges, checks)
+                return ScalarVariable(f"{binding.cname}.s{lane:x}"), offset
+        return super().resolve(ph, offset, env, ranges, checks)
 
-    def _checked_free(self, write, *args):
-        """``write(*args, checks)`` for code that must need no run-time check."""
-        checks: list = []
-        text = write(*args, checks)
-        if checks:
-            raise _NotVectorisable
-        return text
-
-    def _by_lane(self, c: p.Phrase, env: dict, ranges) -> list[str]:
-        """``c`` as scalar code, once per lane, each in a block of its own."""
-        lanes, self.lanes = self.lanes, None
-        try:
-            return [line for k in range(lanes.width)
-                    for line in ["{"] + indent(self.comm(c, lanes.env(env, k), ranges)) + ["}"]]
-        finally:
-            self.lanes = lanes
-
-    def _varying(self, ph: p.Phrase, env: dict, through_index: bool = True) -> bool:
-        """Whether ``ph`` may differ between the lanes: it mentions a vector variable (or, with
-        ``through_index``, the element's index or an integer let of it)."""
-        first = index_symbol(self.lanes.first)
-        for name in free_identifiers(ph):
-            match env.get(name):
-                case _VectorVariable() | Alias():
-                    return True
-                case ScalarVariable(cname) if through_index and cname == self.lanes.first:
-                    return True
-                case SymbolicInteger(expr) if through_index and first in expr.free_symbols:
-                    return True
-        return False
-
-    def _vector_exp(self, e: p.Phrase, env: dict, ranges) -> tuple[str, bool]:
-        """(OpenCL text, whether it is a vector) of ``e``; _NotVectorisable where the lanes
-        cannot compute it together."""
-        if not self._varying(e, env):
-            return self._checked_free(self.exp, e, env, ranges), False
-        match e:
-            case p.Ident(name) if isinstance(env.get(name), _VectorVariable):
-                return env[name].cname, True
-            case p.ScalarOp(op, args, p.Num(scalar)) if op in _VECTOR_OPS and scalar in VECTOR_SCALARS and all(
-                    p.data_of(a) == p.Num(scalar) for a in args):
-                parts = [self._vector_exp(a, env, ranges) for a in args]
-                vector = f"{C_TYPE[scalar]}{self.lanes.width}"
-                texts = [text if varying else f"(({vector})({text}))" for text, varying in parts]
-                return _VECTOR_OPS[op].format(*texts), True
-            case p.Idx(elem=p.Num(scalar)) | p.Shift(data=p.Num(scalar)) if scalar in VECTOR_SCALARS:
-                return f"vload{self.lanes.width}(0, {self._lanes_address(e, env, ranges)})", True
-        raise _NotVectorisable
-
-    def _vector_target(self, acc: p.Phrase, env: dict, ranges) -> str:
-        """The assignment of a vector ``{}`` to ``acc``: a vector variable, or the lanes'
-        contiguous elements in memory."""
-        if isinstance(acc, p.Ident) and isinstance(env.get(acc.name), _VectorVariable):
-            return f"{env[acc.name].cname} = {{}};"
-        return f"vstore{self.lanes.width}({{}}, 0, {self._lanes_address(acc, env, ranges)});"
-
-    def _lanes_address(self, ph: p.Phrase, env: dict, ranges) -> str:
-        """The address of the first lane's element of ``ph``, whose lanes' elements must be
-        contiguous and need no run-time check."""
-        lane_envs = [self.lanes.env(env, k) for k in range(self.lanes.width)]
-        places = self._checked_free(lambda checks: [self.resolve(ph, sympy.Integer(0), lane, ranges, checks)
-                                                    for lane in lane_envs])
-        base, offset = places[0]
-        if not isinstance(base, BufferVariable) or any(
-                b != base or sympy.expand(o - offset) != k for k, (b, o) in enumerate(places)):
-            raise _NotVectorisable
-        return self.address(ph, lane_envs[0], ranges, [])
-
-
-VECTOR_SCALARS = (Float, Double)
-
-_VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-               "neg": "(-{0})", "min": "fmin({0}, {1})", "max": "fmax({0}, {1})", "sqrt": "sqrt({0})",
-               "exp": "exp({0})", "log": "log({0})", "sin": "sin({0})", "cos": "cos({0})",
-               "abs": "fabs({0})"}
-# The math library: OpenCL's built-ins of the same names are overloaded for float and double vectors
-# (isnan, isinf and isfinite give int vectors: their Bool results run lane by lane).
-_VECTOR_OPS.update({name: f"{name}({{0}})" for name in prims.MATH_UNARY})
-_VECTOR_OPS.update({name: f"{name}({{0}}, {{1}})" for name in prims.MATH_BINARY})
-
-
-class _NotVectorisable(Exception):
-    """The lanes of a vectorised body cannot compute this together (the command runs by lane)."""
-
-
-@dataclass(frozen=True)
-class _VectorVariable:
-    """A private scalar of a vectorised body: one lane per element, an OpenCL vector."""
-
-    cname: str
-
-
-@dataclass(frozen=True)
-class _Lanes:
-    """The build being vectorised: its index (``first``: the C name of the first lane's), its
-    width, and its element acceptor ``out``, bound to ``out_phrase``."""
-
-    index: str
-    first: str
-    width: int
-    out: str
-    out_phrase: p.Phrase
-
-    def env(self, env: dict, k: int) -> dict:
-        """``env`` as lane ``k`` sees it: the index and its integer lets shifted by k, each
-        vector variable's component k."""
-        first = index_symbol(self.first)
-        lane = {}
-        for name, binding in env.items():
-            match binding:
-                case _VectorVariable(cname):
-                    binding = ScalarVariable(f"{cname}.s{k:x}")
-                case ScalarVariable(cname) if cname == self.first:
-                    binding = SymbolicInteger(first + k)
-                case SymbolicInteger(expr) if first in expr.free_symbols:
-                    binding = SymbolicInteger(expr.subs(first, first + k))
-            lane[name] = binding
-        lane[self.out] = Alias(self.out_phrase, lane)
-        return lane
+    def exp(self, ph: p.Phrase, env: dict, ranges, checks: list) -> str:
+        match ph:
+            case p.ScalarOp(op, args, p.Vec()):
+                # a broadcast operand is one more parenthesised group
+                texts = [f"({self.exp(x, env, ranges, checks)})" if isinstance(x, p.Broadcast)
+                         else self.exp(x, env, ranges, checks) for x in args]
+                return VECTOR_OPS[op].format(*texts)
+            case p.Broadcast(e, p.Vec(scalar, w)):
+                return f"({C_TYPE[scalar]}{w})({self.exp(e, env, ranges, checks)})"
+            case p.AsVector(w, at):
+                return f"vload{w}(0, {self.address(at, env, ranges, checks)})"
+            case p.AllLanes(cond):
+                return " && ".join(f"({self.exp(cond, self.lanes.env(env, k), ranges, checks)})"
+                                   for k in range(self.lanes.width))
+        return super().exp(ph, env, ranges, checks)
 
 
 # ----------------------------------------------------------------------------- the runtime
@@ -536,19 +401,38 @@ def prelude(fp64: bool) -> str:
 # ----------------------------------------------------------------------------- the artifact
 
 
-def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> OpenCLArtifact:
-    """The OpenCL kernels, buffers and launches of ``prog``'s entry kernel (its callees are
-    inlined into it)."""
+@dataclass(frozen=True)
+class OpenCLPlan:
+    """A program's entry kernel planned as OpenCL kernels (``dpia.hoist_opencl``), with the names of
+    its result buffers and the names generated code must leave alone: what ``dpia.vectorize``
+    rewrites and ``generate_opencl`` prints."""
+
+    kernel: p.ImperativeKernel
+    kernels: KernelPlan
+    outputs: tuple  # the result buffers' names, one per component of the result
+    taken: frozenset
+
+
+def plan_opencl(prog: p.ImperativeProgram) -> OpenCLPlan:
+    """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it)."""
     k = prog.kernels[prog.entry]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
     components = result_components(k.result, k.result_dims)
     base = next(name for name in ("out", "result", "output", "fs_out")
                 if not {f"{name}{suffix}" for suffix, _, _ in components} & (params | symbols))
-    outputs = [f"{base}{suffix}" for suffix, _, _ in components]
+    outputs = tuple(f"{base}{suffix}" for suffix, _, _ in components)
     taken = OPENCL_NAMES | params | symbols | {k.dest} | set(outputs)
-    plan = plan_kernels(k, set(taken))
-    taken = taken | set(plan.buffers)
+    return OpenCLPlan(k, plan_kernels(k, set(taken)), outputs, frozenset(taken))
+
+
+def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCLArtifact:
+    """The OpenCL source, buffers and launches of the planned kernels."""
+    k, plan, outputs = planned.kernel, planned.kernels, list(planned.outputs)
+    params = {name for name, _, _ in k.params}
+    symbols = {s.name for s in k.sizes}
+    components = result_components(k.result, k.result_dims)
+    taken = planned.taken | set(plan.buffers)
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
     texts, launches, interface, failing = [], [], None, []
     for j, phase in enumerate(plan.phases):

@@ -3,7 +3,8 @@ functional primitives fsmooth needs and the imperative commands they translate t
 
 Data types δ:   num (one per F̃ scalar: double, float, index, card, bool) | n.δ (arrays; n a sympy
                 expression over size symbols and integer variables) | idx(n) (loop indices)
-                | δ1 × δ2 × ... (records: F̃'s tuples).
+                | δ1 × δ2 × ... (records: F̃'s tuples) | num<w> (RISE & Shine's vector data type: w
+                lanes of a float or double, OpenCL's floatw/doublew).
 Phrase types θ: exp[δ] | acc[δ] | comm.  A variable var[δ] = acc[δ] × exp[δ] is one identifier used
                 in both roles (the paper's v.1/v.2 resolve to the same C variable, Fig. 6a).
 
@@ -25,6 +26,17 @@ Imperative commands (comm):
   the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
   | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
   iteration i reads s, writes o, then the two buffers swap; Q reads the final state)
+
+Vectors (RISE & Shine §5: asVector/asScalar; made by ``dpia.vectorize``, printed by the OpenCL
+back end only):
+  VectorParFor(n, A, w, λ i o. P, R) (``vectorize(w, ·)`` of a parallel parfor: iteration v does the
+    elements w·v .. w·v + w - 1 in lock step, i the first of them; R, a scalar parfor, the last n mod w)
+  | AsVector(w, E) (the w scalars from element E on as one num<w>: asVector of the array that starts
+    at E, at index 0, since our index paths are flat; an exp or an acc)
+  | AsScalar(V) (a num<w> seen as w.num: asScalar; ``Idx(AsScalar(V), k)`` is lane k)
+  | Broadcast(E) (num to num<w>, every lane E) | ScalarOp at num<w> (lane-wise)
+  | AllLanes(c) (the condition c holds for the element of every lane) | Lane(k, P) (P as the
+    element of lane k runs it: scalar code whose index is the first lane's plus k)
 """
 from __future__ import annotations
 
@@ -45,6 +57,12 @@ class Data:
 @dataclass(frozen=True)
 class Num(Data):
     scalar: Scalar
+
+
+@dataclass(frozen=True)
+class Vec(Data):
+    scalar: Scalar  # Float or Double
+    width: int
 
 
 @dataclass(frozen=True)
@@ -81,7 +99,7 @@ def elements(d: Data) -> sympy.Expr:
 
 def scalar_of(d: Data) -> Scalar:
     match d:
-        case Num(s):
+        case Num(s) | Vec(s):
             return s
         case Arr(_, elem):
             return scalar_of(elem)
@@ -107,6 +125,8 @@ def show_data(d: Data) -> str:
     match d:
         case Num(s):
             return s.name.lower()
+        case Vec(s, width):
+            return f"{s.name.lower()}<{width}>"
         case Arr(size, elem):
             return f"{_show_size(size)}.{show_data(elem)}"
         case IdxT(size):
@@ -370,6 +390,53 @@ class DoubleBuffer(Phrase):
     after: Phrase  # a command in which ``state`` is the final state
 
 
+# ----------------------------------------------------------------------------- vectors
+
+
+@dataclass(frozen=True)
+class VectorParFor(Phrase):
+    size: sympy.Expr
+    acc: Phrase  # acc[n.num]
+    index: str  # the element index of the first lane
+    out: str  # idxAcc acc index, as ParFor's
+    elem: Num
+    width: int
+    body: Phrase  # vector phrases: every lane's element together
+    strategy: object  # fsmooth.strategies.Strategy, its level global or local
+    remainder: Phrase | None  # ParFor of the elements after the last whole vector; None: none are
+
+
+@dataclass(frozen=True)
+class AsVector(Phrase):
+    width: int
+    at: Phrase  # exp[num] or acc[num]: the first lane's element
+    data: Vec
+
+
+@dataclass(frozen=True)
+class AsScalar(Phrase):
+    vector: Phrase  # exp[num<w>] or acc[num<w>]
+    data: Arr  # w.num
+
+
+@dataclass(frozen=True)
+class Broadcast(Phrase):
+    exp: Phrase  # exp[num]
+    data: Vec
+
+
+@dataclass(frozen=True)
+class AllLanes(Phrase):
+    cond: Phrase  # exp[bool] over the first lane's element index
+    data: Num
+
+
+@dataclass(frozen=True)
+class Lane(Phrase):
+    lane: int
+    body: Phrase  # comm
+
+
 def seq(*cmds: Phrase) -> Phrase:
     flat: list = []
     for c in cmds:
@@ -452,6 +519,20 @@ def show(p: Phrase, indent: int = 0) -> str:
         case IfCmd(c, a, b):
             return (f"if {show(c, indent)} then{nl}{show(a, indent + 1)}\n{pad}"
                     f"else{nl}{show(b, indent + 1)}")
+        case VectorParFor(size, acc, index, out, _, width, body, _, remainder):
+            rest = "" if remainder is None else f";\n{pad}{show(remainder, indent)}"
+            return (f"parfor {_show_size(size)}/{width} (asVector {width} {_atomic(acc, indent)}) "
+                    f"(λ {index} {out}.{nl}{show(body, indent + 1)}){rest}")
+        case AsVector(width, at):
+            return f"asVector {width} {_atomic(at, indent)}"
+        case AsScalar(vector):
+            return f"asScalar {_atomic(vector, indent)}"
+        case Broadcast(e, data):
+            return f"broadcast {data.width} {_atomic(e, indent)}"
+        case AllLanes(c):
+            return f"all lanes ({show(c, indent)})"
+        case Lane(lane, body):
+            return f"lane {lane} (λ.{nl}{show(body, indent + 1)})"
         case CallCmd(fn, out, args, _, _, check_sizes):
             return f"{fn}{'!' if check_sizes else ''}({', '.join(show(a, indent) for a in (out,) + tuple(args))})"
         case DoubleBuffer(count, first, second, index, state, out, _, body, after):
@@ -476,6 +557,8 @@ def data_of(p: Phrase) -> Data:
         case Ident(_, ExpT(data) | AccT(data)):
             return data
         case Literal(data=data) | NatExp(data=data) | ScalarOp(data=data) | Shift(data=data):
+            return data
+        case AsVector(data=data) | AsScalar(data=data) | Broadcast(data=data) | AllLanes(data=data):
             return data
         case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data):
             return data

@@ -59,14 +59,18 @@ def c_passes(options: Options) -> tuple[Pass, ...]:
 
 def opencl_passes(options: Options) -> tuple[Pass, ...]:
     """The OpenCL back end's passes: as for C up to DPS, with every call inlined, then accT/conT
-    keeping the strategies, then OpenCL (hoisting, vectorisation, code generation)."""
-    from fsmooth.dpia.codegen_opencl import generate_opencl
+    keeping the strategies, then OpenCL: the kernels planned (loop levels, hoisted buffers),
+    vectorised, then printed."""
+    from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
     from fsmooth.dpia.translate_strategies import strategy_program
+    from fsmooth.dpia.vectorize import vectorize_plan
 
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True),
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["simplify_allocs"])),
-            Pass("opencl", lambda forms, report: generate_opencl(forms["dpia_strategies"], options)))
+            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"])),
+            Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
+            Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options)))
 
 
 def _front_passes(options: Options, inline_every: bool) -> tuple[Pass, ...]:

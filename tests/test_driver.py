@@ -16,7 +16,7 @@ def test_the_c_and_opencl_passes_in_order():
         "core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "dpia", "c")
     assert driver.pass_names(driver.opencl_passes(Options())) == (
         "core", "anf", "inline_every_call", *REWRITES, "optimise", "shape", "dps", "simplify_allocs",
-        "dpia_strategies", "opencl")
+        "dpia_strategies", "plan_opencl", "vectorize", "opencl")
 
 
 def test_each_rewrite_is_a_pass_its_option_switches():

@@ -1,0 +1,303 @@
+"""``vectorize(w, ·)`` as vector phrases (RISE & Shine §5: vector data types, asVector/asScalar):
+a pass over the OpenCL kernels that ``dpia.hoist_opencl`` planned (``plan_opencl``: the levels of
+the parfors are decided and the buffers hoisted there, so the pass sees what will be printed),
+before ``generate_opencl`` prints them.
+
+A vectorised ``parfor`` of a global or local build of Float or Double becomes a ``VectorParFor``:
+iteration v does the elements w·v .. w·v + w - 1 together, its index standing for the first lane's
+element, and a scalar ``parfor`` does the ``n mod w`` last elements.  Its body is decided command
+by command, by analysis, before anything is rewritten:
+
+- a private Float or Double scalar becomes a ``num<w>`` (``new`` of a ``Vec``), one lane per element;
+- an assignment runs in lock step when each operand is a vector variable, a lane-wise operation
+  OpenCL has for vectors (``VECTOR_OPS``), a value every lane shares (``Broadcast``) that needs no
+  run-time check, or a read of w contiguous elements that needs none (``AsVector``: ``vloadw``); its
+  target a vector variable or w contiguous elements (``vstorew``);
+- a loop or a guard that no lane changes stays around vector code; a guard on the element index
+  that holds for every lane without a run-time check (``AllLanes``) runs the branch as vector code,
+  with the guard's ranges for every lane, and otherwise the whole command lane by lane;
+- any other command runs once per lane (``Lane``), each lane's vector variables its component k
+  (``Idx(AsScalar(x), k)``), which is always correct.
+
+Whether a read is contiguous and check-free is the question code generation asks of an index
+path: the pass asks it through ``KernelEmitter.resolve`` (``dpia.emit``, ``dpia.index``), for every
+lane, in the environment and loop ranges the emitter will have there.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sympy
+
+from fsmooth import prims
+from fsmooth.artifact import result_components
+from fsmooth.errors import CompileError
+from fsmooth.options import Options
+from fsmooth.types import ArrayT, Double, Float, Index
+
+from . import phrases as p
+from .emit import (Alias, BufferVariable, KernelEmitter, RecordVariable, ScalarVariable, SymbolicInteger,
+                   index_symbol)
+from .hoist_opencl import free_identifiers
+from .strategy_check import map_children
+
+if TYPE_CHECKING:
+    from .codegen_opencl import OpenCLPlan
+
+VECTOR_SCALARS = (Float, Double)
+
+# The lane-wise operations of OpenCL's float and double vectors, as OpenCL C: the math library's
+# built-ins of the same names are overloaded for vectors (isnan, isinf and isfinite give int
+# vectors: their Bool results run lane by lane).
+VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+              "neg": "(-{0})", "min": "fmin({0}, {1})", "max": "fmax({0}, {1})", "sqrt": "sqrt({0})",
+              "exp": "exp({0})", "log": "log({0})", "sin": "sin({0})", "cos": "cos({0})",
+              "abs": "fabs({0})"}
+VECTOR_OPS.update({name: f"{name}({{0}})" for name in prims.MATH_UNARY})
+VECTOR_OPS.update({name: f"{name}({{0}}, {{1}})" for name in prims.MATH_BINARY})
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """A vectorised build as code generation sees it: the C name of the first lane's element
+    index (``first``), the width, and the element acceptor ``out``, bound to ``out_phrase``."""
+
+    first: str
+    width: int
+    out: str
+    out_phrase: p.Phrase
+
+    def env(self, env: dict, k: int) -> dict:
+        """``env`` as lane ``k`` sees it: the index and its integer lets shifted by k, ``out``
+        lane k's element."""
+        first = index_symbol(self.first)
+        lane = {}
+        for name, binding in env.items():
+            match binding:
+                case ScalarVariable(cname) if cname == self.first:
+                    binding = SymbolicInteger(first + k)
+                case SymbolicInteger(expr) if first in expr.free_symbols:
+                    binding = SymbolicInteger(expr.subs(first, first + k))
+            lane[name] = binding
+        lane[self.out] = Alias(self.out_phrase, lane)
+        return lane
+
+
+def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
+    """``planned`` with every ``vectorize(w, ·)`` parfor of its kernels as a ``VectorParFor``."""
+    k, plan = planned.kernel, planned.kernels
+    analysis = KernelEmitter(k, frozenset(), Options())
+    env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
+                 for name, ty, _ in k.params}
+    env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")
+            for suffix, _, _ in result_components(k.result, k.result_dims)}
+    env |= {name: BufferVariable(name) for name in plan.buffers}
+    walk = _Walk(analysis)
+    phases = tuple(dataclasses.replace(
+        phase, body=walk.comm(phase.body, env, {}),
+        tail=None if phase.tail is None else walk.comm(phase.tail, env, {})) for phase in plan.phases)
+    return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The commands of a kernel with their environment and loop ranges as code generation will
+    have them (phrase names standing for C names), down to the vectorised parfors."""
+
+    analysis: KernelEmitter
+
+    def comm(self, c: p.Phrase, env: dict, ranges) -> p.Phrase:
+        a = self.analysis
+        match c:
+            case p.Seq(cmds):
+                return p.Seq(tuple(self.comm(x, env, ranges) for x in cmds))
+            case p.ParFor(strategy=strategy) if strategy is not None and strategy.width > 1:
+                return self._vector_parfor(c, env, ranges)
+            case p.ParFor(size, acc, index, out, elem, body):
+                inner = {**env, index: ScalarVariable(index)}
+                inner[out] = Alias(p.Idx(acc, p.Ident(index, p.ExpT(p.IdxT(size))), elem, size), inner)
+                n = a.rename(size, env)
+                return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
+            case p.For(count, index, body):
+                n = a.index(count, env, ranges, [])
+                inner = {**env, index: ScalarVariable(index)}
+                return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
+            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if a.integer_let(c, env):
+                inner = {**env, name: SymbolicInteger(a.index(value, env, ranges, []))}
+                return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
+            case p.New(name, data, body):
+                binding = ScalarVariable(name) if isinstance(data, p.Num) else BufferVariable(name)
+                return dataclasses.replace(c, body=self.comm(body, {**env, name: binding}, ranges))
+            case p.IfCmd(cond, then, orelse):
+                return dataclasses.replace(c, then=self.comm(then, env, a._guarded(cond, env, ranges)),
+                                           orelse=self.comm(orelse, env, ranges))
+            case p.DoubleBuffer(count, _, _, index, state, out, data, body, after):
+                n = a.index(count, env, ranges, [])
+                inner = {**env, index: ScalarVariable(index), state: _buffers(state, data),
+                         out: _buffers(out, data)}
+                return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)),
+                                           after=self.comm(after, {**env, state: _buffers(state, data)}, ranges))
+        return c
+
+    def _vector_parfor(self, c: p.ParFor, env: dict, ranges) -> p.Phrase:
+        strategy = c.strategy
+        w = strategy.width
+        if strategy.level not in ("global", "local"):
+            raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
+                               "outermost build)", strategy.loc)
+        if not (isinstance(c.elem, p.Num) and c.elem.scalar in VECTOR_SCALARS):
+            raise CompileError("vectorize needs a build of Float or Double elements", strategy.loc)
+        inner = {**env, c.index: ScalarVariable(c.index)}
+        out_phrase = p.Idx(c.acc, p.Ident(c.index, p.ExpT(p.IdxT(c.size))), c.elem, c.size)
+        inner[c.out] = Alias(out_phrase, inner)
+        n = self.analysis.rename(c.size, env)
+        # the first lane's index: the last lane's is at most n - 1
+        vector_ranges = {**ranges, index_symbol(c.index): (sympy.Integer(0), n - w)}
+        body = _VectorBody(self.analysis, Lanes(c.index, w, c.out, out_phrase), frozenset())
+        scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
+        remainder = scalar if sympy.Mod(n, w) != 0 else None
+        return p.VectorParFor(c.size, c.acc, c.index, c.out, c.elem, w, body.comm(c.body, inner, vector_ranges),
+                              strategy, remainder)
+
+
+def _with_range(ranges, index: str, n) -> dict:
+    return {**ranges, index_symbol(index): (sympy.Integer(0), n - 1)}
+
+
+def _buffers(name: str, data: p.Data, path: tuple = ()):
+    """The binding of a double buffer's state or output ``name`` (a record: one per component)."""
+    if isinstance(data, p.Rec):
+        return RecordVariable(tuple(_buffers(name, item, path + (j,)) for j, item in enumerate(data.items)))
+    label = "_".join([name, *map(str, path)])
+    return BufferVariable(label) if isinstance(data, p.Arr) else ScalarVariable(label)
+
+
+@dataclass(frozen=True)
+class _VectorBody:
+    """The body of one vectorised parfor; ``vectors``: its private scalars that became vectors."""
+
+    analysis: KernelEmitter
+    lanes: Lanes
+    vectors: frozenset
+
+    def comm(self, c: p.Phrase, env: dict, ranges) -> p.Phrase:
+        a, w = self.analysis, self.lanes.width
+        match c:
+            case p.Skip():
+                return c
+            case p.Seq(cmds):
+                return p.Seq(tuple(self.comm(x, env, ranges) for x in cmds))
+            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if a.integer_let(c, env):
+                # symbolic: an index of the first lane, which each lane shifts (Lanes.env)
+                inner = {**env, name: SymbolicInteger(a.index(value, env, ranges, []))}
+                return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
+            case p.New(name, p.Num(scalar), body, None) if scalar in VECTOR_SCALARS:
+                inner = dataclasses.replace(self, vectors=self.vectors | {name})
+                return dataclasses.replace(c, data=p.Vec(scalar, w),
+                                           body=inner.comm(body, {**env, name: ScalarVariable(name)}, ranges))
+            case p.For(count, index, body) if not self._varying(count, env):
+                n = a.index(count, env, ranges, [])
+                inner = {**env, index: ScalarVariable(index)}
+                return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
+            case p.IfCmd(cond, then, orelse) if not self._varying(cond, env):
+                return dataclasses.replace(c, then=self.comm(then, env, a._guarded(cond, env, ranges)),
+                                           orelse=self.comm(orelse, env, ranges))
+            case p.IfCmd(cond, then) if not self._varying(cond, env, through_index=False):
+                # the condition varies with the element's index only: where it holds for every
+                # lane (the bulk of a guarded loop) the lanes run the branch together
+                lane_envs = [self.lanes.env(env, k) for k in range(w)]
+                if all(_check_free(a.exp, cond, lane, ranges) for lane in lane_envs):
+                    inside = ranges
+                    for lane in lane_envs:
+                        inside = a._guarded(cond, lane, inside)
+                    return p.IfCmd(p.AllLanes(cond, p.data_of(cond)), self.comm(then, env, inside), self._by_lane(c))
+            case p.Assign(acc, e):
+                value, target = self._vector_exp(e, env, ranges), self._vector_target(acc, env, ranges)
+                if value is not None and target is not None:
+                    return p.Assign(target, value)
+        return self._by_lane(c)
+
+    def _by_lane(self, c: p.Phrase) -> p.Phrase:
+        """``c`` once per lane, each lane's vector variables its component."""
+        return p.seq(*(p.Lane(k, _lane_of_vectors(c, self.vectors, k, self.lanes.width))
+                       for k in range(self.lanes.width)))
+
+    def _varying(self, ph: p.Phrase, env: dict, through_index: bool = True) -> bool:
+        """Whether ``ph`` may differ between the lanes: it mentions a vector variable or an element
+        acceptor (or, with ``through_index``, the element's index or an integer let of it)."""
+        first = index_symbol(self.lanes.first)
+        for name in free_identifiers(ph):
+            if name in self.vectors:
+                return True
+            match env.get(name):
+                case Alias():
+                    return True
+                case ScalarVariable(cname) if through_index and cname == self.lanes.first:
+                    return True
+                case SymbolicInteger(expr) if through_index and first in expr.free_symbols:
+                    return True
+        return False
+
+    def _vector_exp(self, e: p.Phrase, env: dict, ranges) -> p.Phrase | None:
+        """``e`` as a vector of its lanes' values, or None where the lanes cannot compute it together."""
+        a, w = self.analysis, self.lanes.width
+        if not self._varying(e, env):
+            if not _check_free(a.exp, e, env, ranges):
+                return None
+            return p.Broadcast(e, p.Vec(p.data_of(e).scalar, w))
+        match e:
+            case p.Ident(name, p.ExpT(p.Num(scalar))) if name in self.vectors:
+                return p.Ident(name, p.ExpT(p.Vec(scalar, w)))
+            case p.ScalarOp(op, args, p.Num(scalar)) if op in VECTOR_OPS and scalar in VECTOR_SCALARS and all(
+                    p.data_of(x) == p.Num(scalar) for x in args):
+                parts = [self._vector_exp(x, env, ranges) for x in args]
+                if any(part is None for part in parts):
+                    return None
+                return p.ScalarOp(op, tuple(parts), p.Vec(scalar, w))
+            case p.Idx(elem=p.Num(scalar)) | p.Shift(data=p.Num(scalar)) if scalar in VECTOR_SCALARS:
+                if self._contiguous(e, env, ranges):
+                    return p.AsVector(w, e, p.Vec(scalar, w))
+        return None
+
+    def _vector_target(self, acc: p.Phrase, env: dict, ranges) -> p.Phrase | None:
+        """``acc`` as an acceptor of the lanes' vector: a vector variable, or the lanes'
+        contiguous elements in memory; None where it is neither."""
+        w = self.lanes.width
+        match acc:
+            case p.Ident(name, p.AccT(p.Num(scalar))) if name in self.vectors:
+                return p.Ident(name, p.AccT(p.Vec(scalar, w)))
+        if self._contiguous(acc, env, ranges):
+            return p.AsVector(w, acc, p.Vec(p.data_of(acc).scalar, w))
+        return None
+
+    def _contiguous(self, ph: p.Phrase, env: dict, ranges) -> bool:
+        """Whether the lanes' elements of ``ph`` are consecutive elements of one buffer, lane k's
+        k after the first's, and none needs a run-time check."""
+        places = []
+        for k in range(self.lanes.width):
+            checks: list = []
+            places.append(self.analysis.resolve(ph, sympy.Integer(0), self.lanes.env(env, k), ranges, checks))
+            if checks:
+                return False
+        base, offset = places[0]
+        return isinstance(base, BufferVariable) and all(
+            b == base and sympy.expand(o - offset) == k for k, (b, o) in enumerate(places))
+
+
+def _check_free(write, ph: p.Phrase, env: dict, ranges) -> bool:
+    """Whether ``write(ph, env, ranges, checks)`` (code generation of ``ph``) needs no run-time check."""
+    checks: list = []
+    write(ph, env, ranges, checks)
+    return not checks
+
+
+def _lane_of_vectors(c: p.Phrase, vectors: frozenset, k: int, width: int) -> p.Phrase:
+    """``c`` with each vector variable's lane ``k`` in its place."""
+    match c:
+        case p.Ident(name, p.ExpT(p.Num(scalar)) | p.AccT(p.Num(scalar)) as ty) if name in vectors:
+            vector = p.Ident(name, type(ty)(p.Vec(scalar, width)))
+            return p.Idx(p.AsScalar(vector, p.Arr(sympy.Integer(width), p.Num(scalar))),
+                         p.Literal(k, p.Num(Index)), p.Num(scalar), sympy.Integer(width))
+    return map_children(c, lambda ph: _lane_of_vectors(ph, vectors, k, width))

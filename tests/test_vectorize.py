@@ -1,0 +1,89 @@
+"""dpia.vectorize: ``vectorize(w, ·)`` as vector phrases, decided before code generation (what
+runs in lock step, what lane by lane), and the OpenCL emitter printing them as it is given."""
+from __future__ import annotations
+
+import pytest
+
+import fsmooth as fs
+from corpus import blas
+from fsmooth import Array, Float, ifold, length
+from fsmooth.dpia import codegen_opencl
+from fsmooth.dpia import phrases as p
+from fsmooth.dpia.emit import subphrases
+from fsmooth.driver import compile_to_opencl
+
+
+@fs.kernel
+def guarded_window(v: Array[fs.Double], w: fs.Card) -> Array[fs.Double]:
+    return fs.vectorize(2, fs.build_global(length(v), lambda i: ifold(
+        lambda acc, j: acc + (v[i + j] * v[i + j] if i + j < length(v) else 0.0), 0.0, w)))
+
+
+@fs.kernel
+def gathered(v: Array[Float], at: Array[fs.Index]) -> Array[Float]:
+    return fs.vectorize(4, fs.build_global(length(at), lambda i: v[at[i]] * v[i % length(v)]))
+
+
+@fs.kernel
+def reversed_copy(v: Array[Float]) -> Array[Float]:
+    return fs.vectorize(4, fs.build_global(length(v), lambda i: v[length(v) - 1 - i]))
+
+
+def planned(kernel, monkeypatch) -> codegen_opencl.OpenCLPlan:
+    """The vectorised OpenCL plan of ``kernel``, as ``generate_opencl`` gets it."""
+    seen = []
+    with monkeypatch.context() as patched:
+        patched.setattr(codegen_opencl, "generate_opencl", lambda plan, options: seen.append(plan))
+        compile_to_opencl(kernel.program(), kernel.options)
+    return seen[0]
+
+
+def phrases_of(plan: codegen_opencl.OpenCLPlan) -> list:
+    return [sub for phase in plan.kernels.phases for sub in subphrases(phase.body)]
+
+
+def vector_reads(subs: list) -> list:
+    return [r for s in subs if isinstance(s, p.Assign) for r in subphrases(s.exp) if isinstance(r, p.AsVector)]
+
+
+def test_element_wise_map_is_one_vector_assignment(monkeypatch):
+    subs = phrases_of(planned(blas.scal, monkeypatch))
+    assert not any(isinstance(s, p.ParFor) and s.strategy.width > 1 for s in subs)
+    loop = next(s for s in subs if isinstance(s, p.VectorParFor))
+    assert loop.width == 4 and loop.remainder is not None and loop.remainder.strategy.width == 1
+    match loop.body:  # out := broadcast(a) * asVector(x[i]), stored as one vector
+        case p.Assign(p.AsVector(4, _), p.ScalarOp("mul", (p.Broadcast(), p.AsVector(4, p.Idx())), p.Vec(_, 4))):
+            pass
+        case other:
+            pytest.fail(f"not one vector assignment: {other}")
+    assert "asVector 4" in str(loop.body)
+
+
+def test_guard_that_holds_for_every_lane_runs_the_branch_as_vectors(monkeypatch):
+    subs = phrases_of(planned(guarded_window, monkeypatch))
+    assert any(isinstance(s, p.New) and s.data == p.Vec(fs.Double, 2) for s in subs)  # the accumulator
+    guard = next(s for s in subs if isinstance(s, p.IfCmd) and isinstance(s.cond, p.AllLanes))
+    assert any(isinstance(s, p.AsVector) for s in subphrases(guard.then))  # the reads, two at a time
+    lanes = [s for s in subphrases(guard.orelse) if isinstance(s, p.Lane)]
+    assert [lane.lane for lane in lanes] == [0, 1]  # otherwise the whole guard lane by lane
+    assert any(isinstance(s, p.AsScalar) for s in subphrases(guard.orelse))
+
+
+def test_reads_with_run_time_checks_or_gaps_run_lane_by_lane(monkeypatch):
+    subs = phrases_of(planned(gathered, monkeypatch))
+    assert sorted({s.lane for s in subs if isinstance(s, p.Lane)}) == [0, 1, 2, 3]
+    assert vector_reads(subs) == []
+    assert any(isinstance(s, p.Assign) and isinstance(s.acc, p.AsVector) for s in subs)  # stored together
+    source = gathered.opencl_artifact().source
+    assert "vstore4(" in source and ".s3 = " in source and "vload4" not in source
+
+
+def test_descending_reads_are_not_contiguous(monkeypatch):
+    subs = phrases_of(planned(reversed_copy, monkeypatch))
+    assert vector_reads(subs) == [] and any(isinstance(s, p.Lane) for s in subs)
+    assert "vload4" not in reversed_copy.opencl_artifact().source
+
+
+def test_no_remainder_loop_where_the_width_divides_the_size(monkeypatch):
+    loops = [s for s in phrases_of(planned(blas.asum, monkeypatch)) if isinstance(s, p.VectorParFor)]
+    assert loops and all(loop.remainder is None for loop in loops)  # build_local(1024), 4 wide
