@@ -359,11 +359,11 @@ class _OpenCLEmitter(KernelEmitter):
 
     def exp(self, ph: p.Phrase, env: dict, ranges, checks: list) -> str:
         match ph:
-            case p.ScalarOp(op, args, p.Vec()):
+            case p.ScalarOp(op, args, p.Vec(scalar, w)):
                 # a broadcast operand is one more parenthesised group
                 texts = [f"({self.exp(x, env, ranges, checks)})" if isinstance(x, p.Broadcast)
                          else self.exp(x, env, ranges, checks) for x in args]
-                return VECTOR_OPS[op].format(*texts)
+                return VECTOR_OPS[op].format(*texts, vec=f"{C_TYPE[scalar]}{w}")
             case p.Broadcast(e, p.Vec(scalar, w)):
                 return f"({C_TYPE[scalar]}{w})({self.exp(e, env, ranges, checks)})"
             case p.AsVector(w, at):
@@ -395,7 +395,16 @@ def prelude(fp64: bool) -> str:
         parts.append("#define FS_HAVE_F64\n")
     parts.append((HEADER_DIR / SCALAR_HEADER).read_text())
     parts.append("#undef FS_FLOAT_MATH\n#undef FS_HAVE_F64\n")
+    parts.append(_VECTOR_MIN_MAX)
+    parts += [f"FS_VECTOR_MIN_MAX({t}{w})\n" for t in ("float", "double")[:2 if fp64 else 1] for w in (2, 4, 8, 16)]
     return "".join(parts)
+
+
+# Python's min and max (b only if b < a), as clib/fsmooth_scalar.h's fs_min/fs_max, for vectors.
+_VECTOR_MIN_MAX = r"""#define FS_VECTOR_MIN_MAX(V) \
+    static inline V fs_min_##V(V a, V b) { return select(a, b, b < a); } \
+    static inline V fs_max_##V(V a, V b) { return select(a, b, b > a); }
+"""
 
 
 # ----------------------------------------------------------------------------- the artifact

@@ -50,9 +50,11 @@ VECTOR_SCALARS = (Float, Double)
 
 # The lane-wise operations of OpenCL's float and double vectors, as OpenCL C: the math library's
 # built-ins of the same names are overloaded for vectors (isnan, isinf and isfinite give int
-# vectors: their Bool results run lane by lane).
+# vectors: their Bool results run lane by lane).  min and max are Python's, as the scalar code's
+# (b only if b < a): the prelude's fs_min_floatN/fs_max_doubleN..., not fmin/fmax, which drop a
+# NaN operand.  ``{vec}`` is the vector type.
 VECTOR_OPS = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-              "neg": "(-{0})", "min": "fmin({0}, {1})", "max": "fmax({0}, {1})", "sqrt": "sqrt({0})",
+              "neg": "(-{0})", "min": "fs_min_{vec}({0}, {1})", "max": "fs_max_{vec}({0}, {1})", "sqrt": "sqrt({0})",
               "exp": "exp({0})", "log": "log({0})", "sin": "sin({0})", "cos": "cos({0})",
               "abs": "fabs({0})"}
 VECTOR_OPS.update({name: f"{name}({{0}})" for name in prims.MATH_UNARY})

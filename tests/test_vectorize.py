@@ -2,6 +2,7 @@
 runs in lock step, what lane by lane), and the OpenCL emitter printing them as it is given."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import fsmooth as fs
@@ -87,3 +88,20 @@ def test_descending_reads_are_not_contiguous(monkeypatch):
 def test_no_remainder_loop_where_the_width_divides_the_size(monkeypatch):
     loops = [s for s in phrases_of(planned(blas.asum, monkeypatch)) if isinstance(s, p.VectorParFor)]
     assert loops and all(loop.remainder is None for loop in loops)  # build_local(1024), 4 wide
+
+
+@fs.kernel
+def clamped(v: Array[fs.Double], w: Array[fs.Double]) -> Array[fs.Double]:
+    return fs.vectorize(2, fs.build_global(length(v), lambda i: max(min(v[i], w[i % length(w)]), -1.0)))
+
+
+def test_vector_min_and_max_treat_nan_as_the_scalar_code_does(opencl_context):
+    """min(a, b) is b only if b < a, in every target: a NaN first operand stays, a NaN second
+    operand is dropped (OpenCL's fmin/fmax would drop both)."""
+    nan = float("nan")
+    v = np.array([nan, 1.0, 2.0, nan, -3.0, 0.5, nan])
+    w = np.array([0.0, nan, 1.5, nan, 4.0, nan, 2.0])
+    assert "fs_min_double2(" in clamped.opencl_artifact().source  # the bulk runs as vectors
+    expected = clamped.reference(v, w)
+    np.testing.assert_array_equal(clamped(v, w), expected)
+    np.testing.assert_array_equal(clamped.opencl(v, w, context=opencl_context), expected)
