@@ -46,6 +46,7 @@ import sympy
 from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
 from fsmooth.artifact import result_components
+from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -177,13 +178,13 @@ class _OpenCLEmitter(KernelEmitter):
                 args.append(src.symbol)
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
-        body = self.comm(phase.body, env, {})
+        body = self.comm(phase.body, env, Ranges())
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
         if phase.tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
-            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, {}))
+            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, Ranges()))
             body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
                      f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:
@@ -248,7 +249,7 @@ class _OpenCLEmitter(KernelEmitter):
         loop_var = p.Ident(c.index, p.ExpT(p.IdxT(c.size)))
         inner = {**env, c.index: ScalarVariable(i)}
         inner[c.out] = Alias(p.Idx(c.acc, loop_var, c.elem, c.size), inner)
-        return i, n, inner, {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
+        return i, n, inner, ranges.inside(index_symbol(i), n - 1)
 
     def _parallel_parfor(self, c: p.ParFor, env: dict, ranges) -> list[str]:
         return self._strided_loop(c, env, ranges) + self._barrier_after(c, env, ranges)
@@ -321,7 +322,7 @@ class _OpenCLEmitter(KernelEmitter):
         i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")
         # the first lane's index: the last lane's is at most n - 1
-        vector_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - w)}
+        vector_ranges = ranges.inside(index_symbol(i), n - w)
         self.lanes, self.levels = _Lanes(c.index, i, w, c.out, inner[c.out].phrase), self.levels + [level]
         try:
             write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
