@@ -234,12 +234,14 @@ class _OpenCLEmitter(KernelEmitter):
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
-        # only the binding is wanted: the checks made on the way are dropped, and their exit too
-        real, self.exit = self.exit, _StatusExit("fs_unused", _STATUS_PARAM)
+        # only the binding is wanted: the checks made on the way are dropped, with their exit and
+        # record (where the phrase is resolved for its value, they are written)
+        real, self.exit, written = self.exit, _StatusExit("fs_unused", _STATUS_PARAM), len(self.range_checks)
         try:
             binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
         finally:
             self.exit = real
+            del self.range_checks[written:]
         return binding
 
     def _enter(self, c: p.ParFor, env: dict, ranges):
@@ -380,13 +382,14 @@ class _OpenCLEmitter(KernelEmitter):
     def _lock_step(self, write):
         """``write()``, or None where it found that the lanes cannot run together; the checks it
         wrote on the way are then forgotten, with the failures they would have reported."""
-        saved = ([x.used for x in self.exits], dict(self.reads))
+        saved = ([x.used for x in self.exits], dict(self.reads), len(self.range_checks))
         try:
             return write()
         except _NotVectorisable:
             for x, used in zip(self.exits, saved[0]):
                 x.used = used
             self.reads = saved[1]
+            del self.range_checks[saved[2]:]
             return None
 
     def _checked_free(self, write, *args):
@@ -551,7 +554,7 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
     plan = plan_kernels(k, set(taken))
     taken = taken | set(plan.buffers)
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
-    texts, launches, interface, failing = [], [], None, []
+    texts, launches, interface, failing, range_checks = [], [], None, [], []
     for j, phase in enumerate(plan.phases):
         # the parameters' and sizes' own names stay free for their C names (emit's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
@@ -563,6 +566,8 @@ def generate_opencl(prog: p.ImperativeProgram, options: Options = Options()) -> 
         local = tuple(str(n) for n in phase.local_size) if phase.local_size is not None else None
         launches.append(Launch(phase.name, args, tuple(str(n) for n in phase.global_size), local))
         interface = emitter.interface()
+        range_checks += interface.range_checks
+    interface = dataclasses.replace(interface, range_checks=tuple(range_checks))
     body = "\n\n".join(texts)
     scalars = {element_scalar(ty) for _, ty, _ in k.params} | {element_scalar(ty) for _, ty, _ in components}
     fp64 = Double in scalars or re.search(r"\bdouble\b", body) is not None

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth import prims
-from fsmooth.artifact import Constraint, KernelInterface, SizeSource, result_components
+from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
 from fsmooth.dps.ranges import (NonnegativeMod, NonnegativeQuotient, Ranges, in_range, positive, simplify_index,
                                 truncating_divisions)
-from fsmooth.errors import CompileError
+from fsmooth.errors import CompileError, Loc
 from fsmooth.options import Options
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
@@ -261,6 +261,7 @@ class KernelEmitter:
         self.sources, self.size_names = self._size_sources()
         self.opaque: dict = {}
         self.reads: dict = {}
+        self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
 
     # -- sizes
     def _size_sources(self):
@@ -315,10 +316,10 @@ class KernelEmitter:
                 if isinstance(binding, Alias):
                     return self.resolve(binding.phrase, offset, binding.env, ranges, checks)
                 return binding, offset
-            case p.Idx(arr, index, elem, length, checked):
+            case p.Idx(arr, index, elem, length, checked, loc):
                 i = self.index(index, env, ranges, checks)
                 if checked:
-                    i = self.range_check(i, self.rename(length, env), ranges, checks)
+                    i = self.range_check(i, self.rename(length, env), loc, ranges, checks)
                 return self.resolve(arr, element_offset(i, self.rename(p.elements(elem), env), offset), env,
                                     ranges, checks)
             case p.Shift(base, shift):
@@ -332,10 +333,14 @@ class KernelEmitter:
                 return component, offset
         raise AssertionError(f"not a location: {ph}")
 
-    def range_check(self, i: sympy.Expr, length: sympy.Expr, ranges: Ranges, checks: list) -> sympy.Expr:
+    def range_check(self, i: sympy.Expr, length: sympy.Expr, loc: Loc | None, ranges: Ranges,
+                    checks: list) -> sympy.Expr:
         """The check 0 <= i < length that DPS asked for: proven by the range analysis, or
-        written to ``checks``.  The index to read at."""
-        if in_range(simplify_index(i, ranges), length, ranges) is not None:
+        written to ``checks``; recorded either way (``range_checks``).  The index to read at."""
+        proof = in_range(simplify_index(i, ranges), length, ranges)
+        if proof is not None:
+            facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
+            self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges), False, facts))
             return i
         text = self.cint(i, ranges)
         if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
@@ -345,6 +350,7 @@ class KernelEmitter:
             i, text = index_symbol(name), name
         bound = self.cint(length, ranges)
         checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+        self.range_checks.append(RangeCheck(loc, text, bound, True))
         return i
 
     def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
@@ -576,7 +582,9 @@ class KernelEmitter:
         constraints = tuple(Constraint(c_condition(c.cond, self.size_name), c.param, c.message)
                             for c in k.constraints)
         return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
-                               constraints, str(self.scratch()), _dims_text(k.result_dims))
+                               constraints, str(self.scratch()), _dims_text(k.result_dims),
+                               # once each: a vector access resolves its first lane twice
+                               tuple(dict.fromkeys(self.range_checks)))
 
 
 def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) -> sympy.Expr:

@@ -28,11 +28,12 @@ Imperative commands (comm):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 
 from fsmooth import prims
+from fsmooth.errors import Loc
 from fsmooth.types import Scalar
 
 # ----------------------------------------------------------------------------- data types
@@ -195,6 +196,7 @@ class Idx(Phrase):
     elem: Data
     length: sympy.Expr
     checked: bool = False
+    loc: Loc | None = field(default=None, compare=False, repr=False)  # where DPS asked for the check
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ relations over the kernel's size symbols, checked once before the kernel runs.  
 only if the loops around the read run at all, hence the guard ``n <= 0 or ...`` where that
 is not provable.  Reads that do not fit (under a branch, data-dependent, not monotone) are
 marked ``checked``: code generation tests them where they happen or proves them with the
-loops and ``if``s around them.
+loops and ``if``s around them (``KernelInterface.range_checks`` records which).
 Relations that sympy proves true are dropped.  Calls carry their callee's constraints
 over to the caller, in the caller's sizes.
 """
