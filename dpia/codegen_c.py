@@ -27,6 +27,7 @@ import re
 import sympy
 
 from fsmooth.artifact import CArtifact, result_components
+from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
@@ -34,7 +35,6 @@ from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
                    c_condition, c_type, indent, index_symbol, is_reserved, strip_parentheses, subphrases)
-from .index import Ranges
 
 # The exported kernels' own names are global too: the names a kernel may not have.
 _MATH_FUNCTIONS = frozenset("""
@@ -86,7 +86,7 @@ class CKernelEmitter(KernelEmitter):
         own, self.in_parallel = self.exit, True
         try:
             i = self.namer.fresh(index)
-            inner_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
+            inner_ranges = ranges.inside(index_symbol(i), n - 1)
             lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges)
         finally:
             self.exit, self.in_parallel = shared, False
@@ -205,7 +205,7 @@ class CKernelEmitter(KernelEmitter):
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
-        body = self.comm(k.body, env, {})
+        body = self.comm(k.body, env, Ranges())
         if self.exit.used:
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
         else:
@@ -213,11 +213,11 @@ class CKernelEmitter(KernelEmitter):
         params = ["scratch"] + [self.param_names[n] for n, _, _ in k.params] + list(self.dim_names.values())
         out = []
         for suffix, _, dims in self.outputs:
-            shape = [f"dims_out[{j}] = {self.cint(d, {})};" for j, d in enumerate(dims)]
+            shape = [f"dims_out[{j}] = {self.cint(d, Ranges())};" for j, d in enumerate(dims)]
             out.append(f"void {k.name}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
             out += indent(unused_parameters(["dims_out"] + size_names, shape) + shape) + ["}", ""]
         out.append(f"int64_t {k.name}_scratch_bytes({sizes}) {{")
-        scratch = [f"return {strip_parentheses(self.cint(self.scratch(), {}))};"]
+        scratch = [f"return {strip_parentheses(self.cint(self.scratch(), Ranges()))};"]
         out += indent(unused_parameters(size_names, scratch) + scratch) + ["}", ""]
         out.append(f"int {k.name}_check_sizes({sizes}) {{")
         out += indent(unused_parameters(size_names, checks) + checks + ["return 0;"]) + ["}", ""]

@@ -46,6 +46,7 @@ import sympy
 from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
 from fsmooth.artifact import result_components
+from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -178,13 +179,13 @@ class _OpenCLEmitter(KernelEmitter):
                 args.append(src.symbol)
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
-        body = self.comm(phase.body, env, {})
+        body = self.comm(phase.body, env, Ranges())
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
         if phase.tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
-            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, {}))
+            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, Ranges()))
             body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
                      f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:
@@ -245,12 +246,14 @@ class _OpenCLEmitter(KernelEmitter):
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
-        # only the binding is wanted: the checks made on the way are dropped, and their exit too
-        real, self.exit = self.exit, _StatusExit("fs_unused", _STATUS_PARAM)
+        # only the binding is wanted: the checks made on the way are dropped, with their exit and
+        # record (where the phrase is resolved for its value, they are written)
+        real, self.exit, written = self.exit, _StatusExit("fs_unused", _STATUS_PARAM), len(self.range_checks)
         try:
             binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
         finally:
             self.exit = real
+            del self.range_checks[written:]
         return binding
 
     def _enter(self, c: p.ParFor, env: dict, ranges):
@@ -260,7 +263,7 @@ class _OpenCLEmitter(KernelEmitter):
         loop_var = p.Ident(c.index, p.ExpT(p.IdxT(c.size)))
         inner = {**env, c.index: ScalarVariable(i)}
         inner[c.out] = Alias(p.Idx(c.acc, loop_var, c.elem, c.size), inner)
-        return i, n, inner, {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
+        return i, n, inner, ranges.inside(index_symbol(i), n - 1)
 
     def _parallel_parfor(self, c: p.ParFor, env: dict, ranges) -> list[str]:
         return self._strided_loop(c, env, ranges) + self._barrier_after(c, env, ranges)
@@ -326,7 +329,7 @@ class _OpenCLEmitter(KernelEmitter):
         i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")
         # the first lane's index: the last lane's is at most n - 1
-        vector_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - w)}
+        vector_ranges = ranges.inside(index_symbol(i), n - w)
         self.lanes, self.levels = Lanes(i, w, c.out, inner[c.out].phrase), self.levels + [level]
         try:
             write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
@@ -443,7 +446,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCL
     components = result_components(k.result, k.result_dims)
     taken = planned.taken | set(plan.buffers)
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
-    texts, launches, interface, failing = [], [], None, []
+    texts, launches, interface, failing, range_checks = [], [], None, [], []
     for j, phase in enumerate(plan.phases):
         # the parameters' and sizes' own names stay free for their C names (emit's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
@@ -455,6 +458,8 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCL
         local = tuple(str(n) for n in phase.local_size) if phase.local_size is not None else None
         launches.append(Launch(phase.name, args, tuple(str(n) for n in phase.global_size), local))
         interface = emitter.interface()
+        range_checks += interface.range_checks
+    interface = dataclasses.replace(interface, range_checks=tuple(range_checks))
     body = "\n\n".join(texts)
     scalars = {element_scalar(ty) for _, ty, _ in k.params} | {element_scalar(ty) for _, ty, _ in components}
     fp64 = Double in scalars or re.search(r"\bdouble\b", body) is not None

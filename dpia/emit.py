@@ -3,8 +3,9 @@ statements, l-values and expressions (DPIA paper Fig. 6), in the part of C99 tha
 
 Commands become statements, acceptors l-values and expressions r-values; identifiers resolve
 through the environment η to C names, and index paths to one offset into a flat buffer
-(``dpia.index``), simplified with the ranges of the enclosing loops.  Every binder gets its own C
-name (``Namer``), so ``new`` needs no block: C99 declarations go where the variable starts.
+(``element_offset``), simplified with the ranges of the enclosing loops (``fsmooth.dps.ranges``,
+which also decides each run-time check DPS asked for: ``range_check``).  Every binder gets its own
+C name (``Namer``), so ``new`` needs no block: C99 declarations go where the variable starts.
 Sizes print as exact int64 C (``c_int``, ``c_condition``) with the helpers of
 ``clib/fsmooth_scalar.h``, which both back ends carry.
 
@@ -27,15 +28,15 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth import prims
-from fsmooth.artifact import Constraint, KernelInterface, SizeSource, result_components
-from fsmooth.errors import CompileError
+from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
+from fsmooth.dps.ranges import (NonnegativeMod, NonnegativeQuotient, Ranges, in_range, positive, simplify_index,
+                                truncating_divisions)
+from fsmooth.errors import CompileError, Loc
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
 from . import phrases as p
-from .index import (NonnegativeMod, NonnegativeQuotient, Ranges, element_offset, guard, in_range, positive,
-                    simplify_index, truncating_divisions)
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -255,6 +256,7 @@ class KernelEmitter:
         self.sources, self.size_names = self._size_sources()
         self.opaque: dict = {}
         self.reads: dict = {}
+        self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
 
     # -- sizes
     def _size_sources(self):
@@ -309,17 +311,10 @@ class KernelEmitter:
                 if isinstance(binding, Alias):
                     return self.resolve(binding.phrase, offset, binding.env, ranges, checks)
                 return binding, offset
-            case p.Idx(arr, index, elem, length, checked):
+            case p.Idx(arr, index, elem, length, checked, loc):
                 i = self.index(index, env, ranges, checks)
-                if checked and not in_range(simplify_index(i, ranges), self.rename(length, env), ranges):
-                    text = self.cint(i, ranges)
-                    if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
-                        # evaluated once, for the test and for the read
-                        name = self.namer.fresh("index")
-                        checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
-                        i, text = index_symbol(name), name
-                    bound = self.cint(self.rename(length, env), ranges)
-                    checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+                if checked:
+                    i = self.range_check(i, self.rename(length, env), loc, ranges, checks)
                 return self.resolve(arr, element_offset(i, self.rename(p.elements(elem), env), offset), env,
                                     ranges, checks)
             case p.Shift(base, shift):
@@ -332,6 +327,26 @@ class KernelEmitter:
                     return self.resolve(component.phrase, offset, component.env, ranges, checks)
                 return component, offset
         raise AssertionError(f"not a location: {ph}")
+
+    def range_check(self, i: sympy.Expr, length: sympy.Expr, loc: Loc | None, ranges: Ranges,
+                    checks: list) -> sympy.Expr:
+        """The check 0 <= i < length that DPS asked for: proven by the range analysis, or
+        written to ``checks``; recorded either way (``range_checks``).  The index to read at."""
+        proof = in_range(simplify_index(i, ranges), length, ranges)
+        if proof is not None:
+            facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
+            self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges), False, facts))
+            return i
+        text = self.cint(i, ranges)
+        if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
+            # evaluated once, for the test and for the read
+            name = self.namer.fresh("index")
+            checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
+            i, text = index_symbol(name), name
+        bound = self.cint(length, ranges)
+        checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+        self.range_checks.append(RangeCheck(loc, text, bound, True))
+        return i
 
     def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
         match ph:
@@ -353,7 +368,7 @@ class KernelEmitter:
                 return self.index(arg, env, ranges, checks)
             case p.ScalarOp("floordiv" | "mod" as op, (num, den), _, nonzero) if _integral(p.data_of(num)):
                 # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
-                # remove the division (dpia.index); the zero test stays unless they prove d ≥ 1.
+                # remove the division (fsmooth.dps.ranges); the zero test stays unless they prove d ≥ 1.
                 x, d = (self.index(a, env, ranges, checks) for a in (num, den))
                 if not nonzero and not positive(d, ranges):
                     checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
@@ -369,7 +384,7 @@ class KernelEmitter:
             case p.ScalarOp("lt", (a, b)) if _integral(p.data_of(a)) and all(
                     self._is_size_arithmetic(x, env) for x in (a, b)):
                 e, bound = (simplify_index(self.index(x, env, ranges, []), ranges) for x in (a, b))
-                return {**ranges, **guard(e, bound - 1, ranges)}
+                return ranges.given(e, bound - 1)
         return ranges
 
     def integer_let(self, c: p.Phrase, env: dict) -> bool:
@@ -449,7 +464,7 @@ class KernelEmitter:
                 return checks + [f"{lhs} = {rhs};"]
             case p.New(name, _, p.Seq((p.Assign(_, value), *rest)), None) if self.integer_let(c, env):
                 # not stored: its uses see the expression, which the loop ranges can then
-                # simplify (dpia.index); its checks stay here
+                # simplify (fsmooth.dps.ranges); its checks stay here
                 checks: list = []
                 symbolic = self.index(value, env, ranges, checks)
                 return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic)}, ranges)
@@ -546,7 +561,7 @@ class KernelEmitter:
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
         """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration."""
         i = self.namer.fresh(index)
-        inner_ranges = {**ranges, index_symbol(i): (sympy.Integer(0), n - 1)}
+        inner_ranges = ranges.inside(index_symbol(i), n - 1)
         lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
         bound = self.cint(n, ranges)
         return [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
@@ -562,7 +577,15 @@ class KernelEmitter:
         constraints = tuple(Constraint(c_condition(c.cond, self.size_name), c.param, c.message)
                             for c in k.constraints)
         return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
-                               constraints, str(self.scratch()), _dims_text(k.result_dims))
+                               constraints, str(self.scratch()), _dims_text(k.result_dims),
+                               # once each: a vector access resolves its first lane twice
+                               tuple(dict.fromkeys(self.range_checks)))
+
+
+def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) -> sympy.Expr:
+    """The offset of scalar ``inner`` of element ``index`` of an array whose elements hold
+    ``elem_size`` scalars each: Fig. 6's path [index, ...] in a row-major layout."""
+    return index * elem_size + inner
 
 
 def _dims_text(dims) -> tuple:

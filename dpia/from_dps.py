@@ -108,8 +108,8 @@ def as_exp(acc: p.Phrase) -> p.Phrase:
             return p.Ident(name, p.ExpT(data))
         case p.Shift(base, offset, data):
             return p.Shift(as_exp(base), offset, data)
-        case p.Idx(arr, index, elem, length, checked):
-            return p.Idx(as_exp(arr), index, elem, length, checked)
+        case p.Idx(arr, index, elem, length, checked, loc):
+            return p.Idx(as_exp(arr), index, elem, length, checked, loc)
         case p.Record(items, data):
             return p.Record(tuple(as_exp(a) for a in items), data)
         case p.Proj(tup, index, data):
@@ -143,11 +143,11 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
         case d.Prim(op, args, ty):
             divisor_known = op in ("floordiv", "mod") and _nonzero_literal(args[1])
             return p.ScalarOp(op, tuple(_atom(a, env) for a in args), p.Num(ty), divisor_known)
-        case d.Get(arr, idx, ty, checked):
+        case d.Get(arr, idx, ty, checked, loc):
             array = _atom(arr, env)
             arr_data = p.data_of(array)
             assert isinstance(arr_data, p.Arr), arr_data
-            return p.Idx(array, _atom(idx, env), arr_data.elem, arr_data.size, checked)
+            return p.Idx(array, _atom(idx, env), arr_data.elem, arr_data.size, checked, loc)
         case d.CardOf(value):
             return p.NatExp(sympy.sympify(value), p.Num(Card))
         case d.Let(name, rhs, body, ty, dims):

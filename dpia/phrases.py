@@ -40,11 +40,12 @@ back end only):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 
 from fsmooth import prims
+from fsmooth.errors import Loc
 from fsmooth.types import Scalar
 
 # ----------------------------------------------------------------------------- data types
@@ -215,6 +216,7 @@ class Idx(Phrase):
     elem: Data
     length: sympy.Expr
     checked: bool = False
+    loc: Loc | None = field(default=None, compare=False, repr=False)  # where DPS asked for the check
 
 
 @dataclass(frozen=True)

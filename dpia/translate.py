@@ -118,7 +118,7 @@ def _acc_idx(t: Translation, e: p.Idx, a: p.Phrase) -> p.Phrase:
 
 
 def _con_idx(t: Translation, e: p.Idx, k: Cont) -> p.Phrase:
-    return t.con_all((e.arr, e.index), lambda xs: k(p.Idx(xs[0], xs[1], e.elem, e.length, e.checked)))
+    return t.con_all((e.arr, e.index), lambda xs: k(p.Idx(xs[0], xs[1], e.elem, e.length, e.checked, e.loc)))
 
 
 def _acc_build(t: Translation, e: p.Build, a: p.Phrase) -> p.Phrase:

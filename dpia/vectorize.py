@@ -20,7 +20,7 @@ by command, by analysis, before anything is rewritten:
   (``Idx(AsScalar(x), k)``), which is always correct.
 
 Whether a read is contiguous and check-free is the question code generation asks of an index
-path: the pass asks it through ``KernelEmitter.resolve`` (``dpia.emit``, ``dpia.index``), for every
+path: the pass asks it through ``KernelEmitter.resolve`` (``dpia.emit``, ``dps.ranges``), for every
 lane, in the environment and loop ranges the emitter will have there.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import result_components
+from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
 from fsmooth.types import ArrayT, Double, Float, Index
@@ -98,8 +99,8 @@ def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     env |= {name: BufferVariable(name) for name in plan.buffers}
     walk = _Walk(analysis)
     phases = tuple(dataclasses.replace(
-        phase, body=walk.comm(phase.body, env, {}),
-        tail=None if phase.tail is None else walk.comm(phase.tail, env, {})) for phase in plan.phases)
+        phase, body=walk.comm(phase.body, env, Ranges()),
+        tail=None if phase.tail is None else walk.comm(phase.tail, env, Ranges())) for phase in plan.phases)
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
 
 
@@ -156,7 +157,7 @@ class _Walk:
         inner[c.out] = Alias(out_phrase, inner)
         n = self.analysis.rename(c.size, env)
         # the first lane's index: the last lane's is at most n - 1
-        vector_ranges = {**ranges, index_symbol(c.index): (sympy.Integer(0), n - w)}
+        vector_ranges = ranges.inside(index_symbol(c.index), n - w)
         body = _VectorBody(self.analysis, Lanes(c.index, w, c.out, out_phrase), frozenset())
         scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
         remainder = scalar if sympy.Mod(n, w) != 0 else None
@@ -164,8 +165,8 @@ class _Walk:
                               strategy, remainder)
 
 
-def _with_range(ranges, index: str, n) -> dict:
-    return {**ranges, index_symbol(index): (sympy.Integer(0), n - 1)}
+def _with_range(ranges: Ranges, index: str, n) -> Ranges:
+    return ranges.inside(index_symbol(index), n - 1)
 
 
 def _buffers(name: str, data: p.Data, path: tuple = ()):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import Loc
 from .types import TupleT, Type
 
 STATUS = {
@@ -54,6 +55,19 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class RangeCheck:
+    """A read that DPS could not prove in range (``checked``), as code generation decided it: the
+    C tests 0 <= ``index`` < ``length`` (``emitted``), or the range analysis (``fsmooth.dps.ranges``)
+    proves it from ``facts``, the index's bounds and the loops and ``if``s they stand on."""
+
+    loc: Loc | None  # the read in the user's source
+    index: str  # C
+    length: str  # C
+    emitted: bool
+    facts: tuple = ()  # of text, empty where emitted
+
+
+@dataclass(frozen=True)
 class KernelInterface:
     name: str
     params: tuple  # (name, Type)
@@ -62,6 +76,7 @@ class KernelInterface:
     constraints: tuple  # Constraint, in K_check_sizes numbering
     scratch_formula: str  # sympy text of the scratch bytes, for display
     result_dims: tuple  # sympy text of each result dim, for display (a tuple: per component)
+    range_checks: tuple = ()  # RangeCheck per checked read of the generated code, in the order written
 
     @property
     def outputs(self) -> list:

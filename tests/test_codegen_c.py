@@ -431,10 +431,10 @@ def test_divisions_of_nonnegative_indices_are_plain_c():
     `%` or `/` (they agree with Python's there); elsewhere the floor-semantics helpers remain."""
     import sympy
 
-    from fsmooth.dpia.index import NonnegativeMod, NonnegativeQuotient, truncating_divisions
+    from fsmooth.dps.ranges import NonnegativeMod, NonnegativeQuotient, Ranges, truncating_divisions
 
     i, n = sympy.Symbol("i", integer=True), sympy.Symbol("n", integer=True, nonnegative=True)
-    ranges = {i: (sympy.Integer(0), n - 1)}
+    ranges = Ranges().inside(i, n - 1)
     assert truncating_divisions(sympy.Mod(i + 1, 3), ranges) == NonnegativeMod(i + 1, 3)
     assert truncating_divisions(sympy.floor((i + 1) / 3), ranges) == NonnegativeQuotient(i + 1, 3)
     assert truncating_divisions(sympy.Mod(i - n, 3), ranges) == sympy.Mod(i - n, 3)  # may be negative

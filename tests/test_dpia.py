@@ -8,9 +8,9 @@ import pytest
 import sympy
 
 from fsmooth.dpia import phrases as p
-from fsmooth.dpia.index import in_range, positive, simplify_index
 from fsmooth.dpia.translate import TRANSLATIONS, Translation, dpia_program
 from fsmooth.dps import ir as d
+from fsmooth.dps.ranges import Ranges, in_range, positive, simplify_index
 from fsmooth.core import Lit, Var
 from fsmooth.types import Array, Bool, Card, Double, Index
 
@@ -149,29 +149,29 @@ def test_data_types():
 
 def test_index_simplification_uses_loop_ranges():
     i, j = sympy.symbols("i j", integer=True)
-    ranges = {i: (0, n - 1), j: (0, m - 1)}
+    ranges = Ranges().inside(i, n - 1).inside(j, m - 1)
     assert simplify_index(sympy.floor((i * m + j) / m), ranges) == i
     assert simplify_index(sympy.Mod(i * m + j, m), ranges) == j
     assert simplify_index(sympy.floor((i * m + j) / m) * m + sympy.Mod(i * m + j, m), ranges) == i * m + j
     # j may reach m: nothing to prove, nothing removed
-    assert simplify_index(sympy.floor((i * m + j) / m), {i: (0, n - 1), j: (0, m)}).has(sympy.floor)
+    assert simplify_index(sympy.floor((i * m + j) / m), Ranges().inside(i, n - 1).inside(j, m)).has(sympy.floor)
     # an unknown variable: nothing removed
-    assert simplify_index(sympy.Mod(i * m + j, m), {i: (0, n - 1)}).has(sympy.Mod)
+    assert simplify_index(sympy.Mod(i * m + j, m), Ranges().inside(i, n - 1)).has(sympy.Mod)
 
 
 def test_quotient_and_remainder_of_one_division_recombine():
     k = sympy.Symbol("k", integer=True)
-    ranges = {k: (0, n * m - 1)}
+    ranges = Ranges().inside(k, n * m - 1)
     assert simplify_index(m * sympy.floor(k / m) + sympy.Mod(k, m), ranges) == k
-    assert simplify_index(3 * m * sympy.floor(k / m) + 3 * sympy.Mod(k, m) + 1, {}) == 3 * k + 1
+    assert simplify_index(3 * m * sympy.floor(k / m) + 3 * sympy.Mod(k, m) + 1, Ranges()) == 3 * k + 1
     assert simplify_index(m * sympy.floor(k / m) + sympy.Mod(k, n), ranges).has(sympy.Mod)
 
 
 def test_loop_ranges_bound_quotients_and_prove_divisors_nonzero():
     k = sympy.Symbol("k", integer=True)
-    ranges = {k: (0, n * m - 1)}  # inside `for k < n*m`: n*m >= 1, so m >= 1
-    assert positive(m, ranges) and positive(n, ranges) and positive(sympy.Integer(2), {})
-    assert not positive(m, {}) and not positive(m, {k: (0, n - 1)})
+    ranges = Ranges().inside(k, n * m - 1)  # inside `for k < n*m`: n*m >= 1, so m >= 1
+    assert positive(m, ranges) and positive(n, ranges) and positive(sympy.Integer(2), Ranges())
+    assert not positive(m, Ranges()) and not positive(m, Ranges().inside(k, n - 1))
     assert in_range(sympy.floor(k / m), n, ranges) and not in_range(sympy.floor(k / m), n - 1, ranges)
     assert in_range(sympy.Mod(k, m), m, ranges) and not in_range(sympy.Mod(k, m), m - 1, ranges)
     assert in_range(k, n * m, ranges) and not in_range(k + 1, n * m, ranges)

@@ -12,8 +12,7 @@ import sympy
 
 import fsmooth as fs
 from corpus import triangular
-from fsmooth.dpia.index import in_range
-from fsmooth.dps.bounds import extreme, tighten
+from fsmooth.dps.ranges import Ranges, extreme, in_range, tighten
 from fsmooth import Array, Double, Index, build, ifold, length
 from fsmooth.shape.sizes import size_symbol
 from test_corpus import DOUBLE
@@ -147,10 +146,10 @@ def test_a_non_monotone_index_keeps_its_run_time_check(rng):
 
 def test_nested_ranges_of_the_bounds_analysis():
     n, i, j = size_symbol("n"), size_symbol("i"), size_symbol("j")
-    ranges, counts = tighten(((i, sympy.Integer(0), n - 1), (j, sympy.Integer(0), i - 1)))
-    assert ranges[0] == (i, 1, n - 1) and counts == (n - 1,)  # the inner loop runs for i ≥ 1
-    ranges5, counts5 = tighten(((i, sympy.Integer(0), n - 1), (j, sympy.Integer(0), i - 6)))
-    assert ranges5[0] == (i, 6, n - 1) and counts5 == (n - 6,)
+    ranges, counts = tighten(Ranges().inside(i, n - 1).inside(j, i - 1))
+    assert ranges.loops[0] == (i, 1, n - 1) and counts == (n - 1,)  # the inner loop runs for i ≥ 1
+    ranges5, counts5 = tighten(Ranges().inside(i, n - 1).inside(j, i - 6))
+    assert ranges5.loops[0] == (i, 6, n - 1) and counts5 == (n - 6,)
     index = n + sympy.floor(j * (2 * n - j - 1) / 2) + (i - j - 1)
     top = extreme(index, True, ranges)
     assert all(top.subs(n, v) == v * (v + 1) // 2 - 1 for v in range(2, 40))
@@ -161,7 +160,7 @@ def test_nested_ranges_of_the_bounds_analysis():
 def test_dpia_ranges_bound_a_loop_bound_of_an_enclosing_variable():
     n = sympy.Symbol("n", integer=True, nonnegative=True)
     i, j = sympy.symbols("i j", integer=True)
-    ranges = {i: (sympy.Integer(0), n - 1), j: (sympy.Integer(0), i - 1)}
+    ranges = Ranges().inside(i, n - 1).inside(j, i - 1)
     assert in_range(j, n, ranges) and in_range(i - 1 - j, n, ranges)
     assert in_range(i + j, 2 * n - 2, ranges) and not in_range(i + j, 2 * n - 3, ranges)
 

@@ -1,0 +1,456 @@
+"""The range analysis: what the enclosing loops and ``if``s say about an integer expression.
+
+One ``Ranges`` value says what is known at a point of a kernel: the inclusive range of each
+enclosing loop variable, outermost first (a bound may be an expression of an enclosing loop
+variable: ``for j < i``, an ``ifold`` counted by an index), and the upper bounds that enclosing
+``if (e < b)`` give.  Both consumers ask it their range questions:
+
+- DPS (``dps.bounds``) asks for the attained extremes of a read's index over the loops
+  (``tighten``, ``extreme``): a read in range at both extremes is a size constraint checked once
+  before the call, any other read is checked where it happens;
+- code generation (``dpia.emit``) asks, with the C-named loop variables in scope, whether such a
+  check is proven (``in_range``, which gives the ``Proof``), how an index simplifies
+  (``simplify_index``: ``floor((i·m + j)/m)`` is ``i`` for 0 ≤ j < m, and
+  ``m·floor(k/m) + Mod(k, m)`` is ``k``), whether a divisor is nonzero (``positive``) and whether
+  a ``/`` or ``%`` may be C's own (``truncating_divisions``).
+
+The bounding of an expression is one family of functions over ``Ranges``: ``extreme`` (exact
+extremes of expressions monotone in each loop variable, as DPS needs them to state size
+constraints) and ``interval`` (interval bounds of affine expressions and of quotients and
+remainders, as code generation needs them).  Nonnegativity is proven under the symbols' own
+assumptions (``nonnegative``: DPS, where an integer parameter may be negative) or with every
+symbol a natural number (``natural_nonnegative``: code generation, which runs after the size
+checks, inside loops whose variables count up from 0).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy
+
+
+@dataclass(frozen=True)
+class Ranges:
+    """What is known at a point: ``loops``, (variable, lo, hi) per enclosing loop, outermost
+    first, inclusive bounds in sizes and enclosing loop variables; ``facts``, (e, hi) for each
+    enclosing ``if`` that says e ≤ hi."""
+
+    loops: tuple = ()
+    facts: tuple = ()
+
+    def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
+        """The ranges inside a loop of ``variable`` over lo .. hi."""
+        return Ranges(self.loops + ((variable, lo, hi),), self.facts)
+
+    def given(self, e: sympy.Expr, hi: sympy.Expr) -> Ranges:
+        """The ranges inside ``if (e ≤ hi)``: a fact about e, unless e is a loop variable (whose
+        own range is kept) or an enclosing ``if`` already bounds it."""
+        e = sympy.expand(e)
+        return self if e in self else Ranges(self.loops, self.facts + ((e, hi),))
+
+    def bounds_of(self, e: sympy.Expr):
+        """(lo, hi) of a loop variable, (None, hi) of an expression an ``if`` bounds, else None."""
+        for variable, lo, hi in self.loops:
+            if variable == e:
+                return lo, hi
+        for fact, hi in self.facts:
+            if fact == e:
+                return None, hi
+        return None
+
+    def __contains__(self, e) -> bool:
+        return self.bounds_of(e) is not None
+
+    def prefix(self, k: int) -> Ranges:
+        """The ranges of the k outermost loops (nested ranges only)."""
+        return Ranges(self.loops[:k])
+
+    def facts_about(self, e: sympy.Expr) -> tuple:
+        """The loops and ``if`` facts that mention a symbol of ``e``, or of their own bounds, as
+        text: what a proof about ``e`` stands on."""
+        symbols, used = set(sympy.sympify(e).free_symbols), []
+        for variable, lo, hi in reversed(self.loops):
+            if variable in symbols:
+                used.append(f"{lo} <= {variable} <= {hi}")
+                symbols |= sympy.sympify(lo).free_symbols | sympy.sympify(hi).free_symbols
+        used.reverse()
+        used += [f"{fact} <= {hi}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
+        return tuple(used)
+
+
+# ---------------------------------------------------------------------- nested ranges (DPS)
+
+
+@lru_cache(maxsize=4096)
+def tighten(ranges: Ranges):
+    """The nonempty part of nested ranges, outermost first: (ranges, counts) or None.
+
+    An inner loop whose count depends on an enclosing loop variable t (``ifold`` counted by
+    ``i``, or by ``i - 5``) runs only for some values of t: t's range is narrowed to those
+    (``i ≥ 1``, ``i ≥ 6``), innermost first, so that every iteration of the narrowed ranges
+    reaches the point inside.  ``counts`` are the trip counts left over, in sizes only: the
+    point is reached iff each is ≥ 1.  None where a count is not ±t plus terms of outer
+    variables, or where the narrowed bound cannot be compared with t's own."""
+    loops = list(ranges.loops)
+    syms = [r[0] for r in loops]
+    counts = []
+    for k in reversed(range(len(loops))):
+        _, lo, hi = loops[k]
+        count = sympy.expand(hi - lo + 1)
+        outer = [j for j in range(k) if syms[j] in count.free_symbols]
+        if not outer:
+            counts.append(count)
+            continue
+        j = max(outer)
+        t, t_lo, t_hi = loops[j]
+        a = count.coeff(t)
+        rest = sympy.expand(count - a * t)
+        if a not in (1, -1) or t in rest.free_symbols:
+            return None
+        if a == 1:  # t + rest ≥ 1
+            bound = sympy.expand(1 - rest)
+            if nonnegative(bound - t_lo):
+                t_lo = bound
+            elif not nonnegative(t_lo - bound):
+                return None
+        else:  # rest - t ≥ 1
+            bound = sympy.expand(rest - 1)
+            if nonnegative(t_hi - bound):
+                t_hi = bound
+            elif not nonnegative(bound - t_hi):
+                return None
+        loops[j] = (t, t_lo, t_hi)
+    return Ranges(tuple(loops)), tuple(reversed(counts))
+
+
+@lru_cache(maxsize=4096)
+def extreme(f: sympy.Expr, maximise: bool, ranges: Ranges):
+    """The maximum (or minimum) of ``f`` over nested ``tighten``ed ranges, attained, in sizes;
+    None if not found.  Variables are eliminated innermost first: where ``f`` is monotone in
+    one over its range (``direction``), its maximising end is substituted."""
+    for k in reversed(range(len(ranges.loops))):
+        s, lo, hi = ranges.loops[k]
+        if s not in f.free_symbols:
+            continue
+        d = direction(f, s, ranges.prefix(k + 1))
+        if d is None:
+            return None
+        f = f.xreplace({s: hi if (d > 0) == maximise else lo})
+    return f
+
+
+def extremes(index: sympy.Expr, ranges: Ranges):
+    """(min, max) of an index over nested ``tighten``ed ranges, or None: a polynomial in the loop
+    variables (with floor divisions by positive constants) that is monotone in each of them
+    over its range (``extreme``), and a nonnegative such index modulo a positive constant
+    (``a[(i + 1) % 3]``)."""
+    if isinstance(index, sympy.Mod) and index.args[1].is_Integer and index.args[1] > 0:
+        inner = extremes(index.args[0], ranges)
+        if inner is None or not inner[0].is_nonnegative:
+            return None
+        lo, hi = inner
+        if (hi - index.args[1]).is_negative:
+            return lo, hi  # never wraps around
+        return sympy.Integer(0), index.args[1] - 1
+    lo, hi = extreme(index, False, ranges), extreme(index, True, ranges)
+    if lo is None or hi is None:
+        return None
+    return sympy.expand(lo), sympy.expand(hi)
+
+
+@lru_cache(maxsize=4096)
+def direction(f: sympy.Expr, s: sympy.Symbol, ranges: Ranges):
+    """1 if ``f`` is nondecreasing in ``s`` (the last of ``ranges``) over its range, -1 if
+    nonincreasing, None if not proven: the sign of the finite difference f(s+1) - f(s) over
+    the ranges with s < hi, proven from its own extremes."""
+    proxy = _difference(f, s)
+    if proxy is None:
+        return None
+    if not any(r[0] in proxy.free_symbols for r in ranges.loops):
+        for sign in (1, -1):
+            if nonnegative(sign * proxy):
+                return sign
+        return None
+    _, lo, hi = ranges.loops[-1]
+    domain = tighten(ranges.prefix(len(ranges.loops) - 1).inside(s, sympy.expand(hi - 1), lo))
+    if domain is None:
+        return None
+    inner, counts = domain
+    for sign in (1, -1):
+        m = extreme(sympy.expand(sign * proxy), False, inner)
+        if m is not None and nonnegative(m, counts):
+            return sign
+    return None
+
+
+def _difference(f: sympy.Expr, s: sympy.Symbol):
+    """An expression with the sign of f(s+1) - f(s) wherever that is nonzero: the difference
+    itself for a polynomial; for ``R ± floor(A)`` (R integer) the difference of ``A ± R``, as
+    floor is monotone."""
+    if any(s in m.free_symbols for m in f.atoms(sympy.Mod)):
+        return None
+    floors = [a for a in f.atoms(sympy.floor) if s in a.free_symbols]
+    if not floors:
+        return sympy.expand(f.xreplace({s: s + 1}) - f)
+    if len(floors) > 1:
+        return None
+    (F,) = floors
+    x = sympy.Dummy("floor")
+    g = sympy.expand(f.xreplace({F: x}))
+    c = g.coeff(x)
+    rest = sympy.expand(g - c * x)
+    if c not in (1, -1) or x in rest.free_symbols or rest.is_integer is not True \
+            or any(s in a.free_symbols for a in rest.atoms(sympy.floor)):
+        return None
+    inner = F.args[0] + c * rest  # f = c·floor(inner)
+    return sympy.expand(c * (inner.xreplace({s: s + 1}) - inner))
+
+
+def nonnegative(e: sympy.Expr, counts: tuple = ()) -> bool:
+    """``e`` ≥ 0 under its symbols' assumptions (sizes and loop variables nonnegative integers)
+    with every count ≥ 1: a count ``x + b`` in one size x raises x's lower bound to 1 - b; a
+    constant count < 1 means that there is nothing to prove."""
+    e = sympy.sympify(e)
+    if e.is_nonnegative:
+        return True
+    least = {}
+    for c in counts:
+        if c.is_Integer:
+            if c < 1:
+                return True
+            continue
+        syms = c.free_symbols
+        if len(syms) != 1:
+            continue
+        (x,) = syms
+        if c.coeff(x) != 1 or not (c - x).is_Integer:
+            continue
+        least[x] = max(least.get(x, 0), int(1 - (c - x)))
+    if not least:
+        return False
+    shifted = sympy.expand(e.xreplace({x: x + b for x, b in least.items() if b > 0}))
+    return shifted.is_nonnegative is True
+
+
+# ---------------------------------------------------------------------- intervals (code generation)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Why 0 ≤ index < length holds everywhere: the index's bounds ``low`` ≥ 0 and ``high`` ≤
+    length - 1 (over the loops and ``if``s in ``facts``)."""
+
+    low: sympy.Expr
+    high: sympy.Expr
+    facts: tuple  # text, as ``Ranges.facts_about``
+
+
+def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
+    """The proof that 0 ≤ e < length for every value of the loop variables in their ranges (and
+    the guards of the enclosing ``if``s), or None."""
+    bounds = interval(e, ranges)
+    if bounds is None:
+        return None
+    highs = [bounds[1]]
+    fact = ranges.bounds_of(sympy.expand(e))
+    if fact is not None and fact[0] is None:
+        highs.append(fact[1])
+    if not natural_nonnegative(bounds[0]):
+        return None
+    high = next((hi for hi in highs if natural_nonnegative(length - 1 - hi)), None)
+    return None if high is None else Proof(bounds[0], high, ranges.facts_about(e))
+
+
+def interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):
+    """Inclusive bounds of ``e`` over the ranges: affine in the loop variables, or in quotients
+    and remainders of them by a positive divisor; None where a variable is unbounded.  A loop
+    bound may be an expression of an enclosing loop variable (``for j < i``, an ifold counted by
+    an index): such a bound is bounded in turn over that variable's range."""
+    e = sympy.expand(e)
+    for s in sorted(e.free_symbols, key=str):
+        # a variable whose range depends on another (j < i): its end first, i is bounded after
+        r = ranges.bounds_of(s)
+        if depth >= 8 or r is None or r[0] is None or not e.is_polynomial(s) or sympy.degree(e, s) != 1:
+            continue
+        if not any(t in ranges for t in sympy.sympify(r[0]).free_symbols | sympy.sympify(r[1]).free_symbols):
+            continue
+        c = e.coeff(s)
+        if any(t in ranges for t in c.free_symbols) or not (natural_nonnegative(c) or natural_nonnegative(-c)):
+            continue
+        low, high = (r[0], r[1]) if natural_nonnegative(c) else (r[1], r[0])
+        lower, upper = interval(e.subs(s, low), ranges, depth + 1), interval(e.subs(s, high), ranges, depth + 1)
+        if lower is None or upper is None:
+            return None
+        return lower[0], upper[1]
+    lo, hi = _affine_interval(e, ranges)
+    if lo is None:
+        return None
+    if depth < 8 and any(s in ranges for s in (lo.free_symbols | hi.free_symbols)):
+        outer_lo, outer_hi = interval(lo, ranges, depth + 1), interval(hi, ranges, depth + 1)
+        if outer_lo is None or outer_hi is None:
+            return None
+        lo, hi = outer_lo[0], outer_hi[1]
+    return lo, hi
+
+
+def _affine_interval(e: sympy.Expr, ranges: Ranges):
+    lo, hi = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(e)):
+        coeff, rest = term.as_coeff_Mul()
+        if rest == 1:
+            lo, hi = lo + coeff, hi + coeff
+            continue
+        bounds = ranges.bounds_of(rest) or _division_interval(rest, ranges) or _scaled_interval(rest, ranges)
+        if bounds is None or bounds[0] is None:
+            return None, None
+        r_lo, r_hi = bounds
+        if coeff >= 0:
+            lo, hi = lo + coeff * r_lo, hi + coeff * r_hi
+        else:
+            lo, hi = lo + coeff * r_hi, hi + coeff * r_lo
+    return lo, hi
+
+
+def _scaled_interval(e: sympy.Expr, ranges: Ranges):
+    """Bounds of i·s for a loop variable i and a nonnegative factor s free of loop variables
+    (a stride such as ``j · 128 g`` with g a size)."""
+    ranged = [f for f in e.as_ordered_factors() if f in ranges and ranges.bounds_of(f)[0] is not None]
+    if len(ranged) != 1:
+        return None
+    scale = sympy.cancel(e / ranged[0])
+    if any(s in ranges for s in scale.free_symbols) or not natural_nonnegative(scale):
+        return None
+    lo, hi = ranges.bounds_of(ranged[0])
+    return lo * scale, hi * scale
+
+
+def _division_interval(e: sympy.Expr, ranges: Ranges):
+    """Bounds of floor(a/d) or Mod(a, d) for a positive divisor d and a bounded a ≥ 0."""
+    match e:
+        case sympy.Mod():
+            a, d = e.args
+            return (sympy.Integer(0), d - 1) if positive(d, ranges) else None
+        case sympy.floor():
+            num, d = sympy.fraction(sympy.together(e.args[0]))
+            bounds = interval(num, ranges)
+            if d == 1 or bounds is None or not positive(d, ranges) or not natural_nonnegative(bounds[0]):
+                return None
+            hi = simplify_index(sympy.floor(bounds[1] / d), ranges)
+            return sympy.Integer(0), (bounds[1] if hi.has(sympy.floor) else hi)
+    return None
+
+
+def positive(d: sympy.Expr, ranges: Ranges) -> bool:
+    """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
+    ``for k < d·q`` the loop runs, so d·q ≥ 1, and d, q are nonnegative integers)."""
+    d = sympy.sympify(d)
+    if d.is_Integer:
+        return d >= 1
+    for _, lo, hi in ranges.loops:
+        if lo != 0:
+            continue
+        q = sympy.cancel(sympy.expand(hi + 1) / d)
+        if sympy.fraction(q)[1] == 1 and natural_nonnegative(q) and natural_nonnegative(d):
+            return True
+    return False
+
+
+def natural_nonnegative(e: sympy.Expr) -> bool:
+    """True if ``e`` ≥ 0 whenever its symbols (sizes, loop variables) are nonnegative integers."""
+    e = sympy.expand(e)
+    nonneg = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in e.free_symbols}
+    if e.xreplace(nonneg).is_nonnegative:
+        return True
+    # -c·Min(a, b) ≥ -c·a and ≥ -c·b: the bound a guard like ``k < min(length x, length y)`` gives
+    return any(e.coeff(m).is_negative and any(natural_nonnegative(e.subs(m, a)) for a in m.args)
+               for m in e.atoms(sympy.Min))
+
+
+# ---------------------------------------------------------------------- what the ranges decide about an index
+
+
+def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """Remove the floor divisions and modulos of ``e`` that the ranges make exact, and
+    recombine the quotient and remainder of one division."""
+    e = sympy.sympify(e)
+
+    def floor_div(arg):
+        split = _split(arg, ranges)
+        return split[0] if split is not None else sympy.floor(arg)
+
+    def modulo(a, m):
+        split = _split(a / m, ranges)
+        return split[1] * m if split is not None else sympy.Mod(a, m)
+
+    e = e.replace(sympy.floor, floor_div)
+    e = e.replace(sympy.Mod, modulo)
+    return _recombine(sympy.expand(e))
+
+
+def _recombine(e: sympy.Expr) -> sympy.Expr:
+    """c·d·floor(a/d) + c·Mod(a, d) ⤳ c·a: the quotient and remainder of one division."""
+    terms = list(sympy.Add.make_args(e))
+    for term in terms:
+        for mod in term.atoms(sympy.Mod):
+            a, d = mod.args
+            coeff = sympy.cancel(term / mod)
+            if coeff.has(sympy.Mod) or coeff.has(sympy.floor):
+                continue
+            partner = sympy.expand(coeff * d * sympy.floor(a / d))
+            if partner in terms:
+                rest = list(terms)
+                rest.remove(term)
+                rest.remove(partner)
+                return _recombine(sympy.expand(sympy.Add(*rest) + coeff * a))
+    return e
+
+
+def _split(arg: sympy.Expr, ranges: Ranges):
+    """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den); with
+    r = -1 and den ≥ 1 provable: (q - 1, (den - 1)/den)."""
+    num, den = sympy.fraction(sympy.together(arg))
+    if den == 1:
+        return None
+    quotient, remainder = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(num)):
+        q = sympy.cancel(term / den)
+        if sympy.fraction(q)[1] == 1:
+            quotient += q
+        else:
+            remainder += term
+    bounds = interval(remainder, ranges)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if natural_nonnegative(lo) and natural_nonnegative(den - 1 - hi):
+        return quotient, remainder / den
+    if lo == hi == -1 and positive(den, ranges):
+        return quotient - 1, (remainder + den) / den
+    return None
+
+
+class NonnegativeMod(sympy.Function):
+    """Mod(a, d) where a ≥ 0 and d ≥ 1 are proven: there C's ``%`` is Python's, no helper needed."""
+
+
+class NonnegativeQuotient(sympy.Function):
+    """floor(a / d) where a ≥ 0 and d ≥ 1 are proven: there C's ``/`` is Python's ``//``."""
+
+
+def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
+    def nonnegative_operand(a):
+        bounds = interval(a, ranges)
+        return bounds is not None and natural_nonnegative(bounds[0])
+
+    def modulo(a, d):
+        return NonnegativeMod(a, d) if nonnegative_operand(a) and positive(d, ranges) else sympy.Mod(a, d)
+
+    def quotient(arg):
+        num, den = sympy.fraction(sympy.together(arg))
+        if den != 1 and nonnegative_operand(num) and positive(den, ranges):
+            return NonnegativeQuotient(num, den)
+        return sympy.floor(arg)
+
+    return sympy.sympify(e).replace(sympy.Mod, modulo).replace(sympy.floor, quotient)
