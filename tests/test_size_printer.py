@@ -1,0 +1,96 @@
+"""fsmooth.shape.size_printer: one walk, a table per target (C, Python, JSON), and the Python
+size functions and constraint checks the OpenCL launcher runs on the host."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import sympy
+
+from fsmooth.errors import CompileError
+from fsmooth.shape.size_printer import (C, OPENCL_C, PYTHON, NonnegativeMod, NonnegativeQuotient,
+                                        compile_constraint_check, compile_size_function, condition_json,
+                                        print_condition, print_size, size_json)
+
+n, m, S, N = sympy.symbols("n m S N", integer=True, nonnegative=True)
+i = sympy.Symbol("i", integer=True)
+
+
+def test_sizes_to_c():
+    assert print_size(n * (n + 1) / 2, C) == "((n + (n * n)) / 2)"
+    assert print_size(sympy.Max(n, m) + 1, C) == "(1 + fs_max_i64(m, n))"
+    assert print_size(sympy.floor(n / 3), C) == "fs_floordiv_i64(n, 3)"
+    assert print_size(sympy.ceiling(n / m), C) == "(-fs_floordiv_i64((-n), m))"
+    assert print_size(sympy.Mod(n - m, 3), C) == "fs_mod_i64((n - m), 3)"
+    assert print_size(NonnegativeMod(i, 3) + NonnegativeQuotient(i, 3), C) == "((i % 3) + (i / 3))"
+    assert print_size(n * 2**40, C) == "(INT64_C(1099511627776) * n)"
+    assert print_size(n, C, lambda s: f"{s.name}_1") == "n_1"
+    assert OPENCL_C is C  # the OpenCL prelude carries the same helpers
+
+
+def test_conditions_to_c():
+    assert print_condition(sympy.Ge(m, n), C) == "(m >= n)"
+    assert print_condition(sympy.And(n >= 1, sympy.Not(m < n)), C) in ("((n >= 1) && (m >= n))",
+                                                                      "((m >= n) && (n >= 1))")
+    assert print_condition(sympy.true, C) == "1" and print_condition(sympy.false, C) == "0"
+    with pytest.raises(CompileError, match="cannot express the size"):
+        print_size(sympy.sqrt(n), C)
+
+
+def test_json_trees():
+    assert size_json(sympy.floor(n / 3) + 1) == ["+", 1, ["floordiv", "n", 3]]
+    assert size_json(n - m) == ["-", "n", "m"]
+    assert condition_json(sympy.Ge(m, n)) == [">=", "m", "n"]
+    assert condition_json(sympy.Or(n < 1, sympy.Eq(m, 2))) in ([ "||", ["<", "n", 1], ["==", "m", 2]],
+                                                               ["||", ["==", "m", 2], ["<", "n", 1]])
+
+
+def test_size_formulas_evaluate_exactly():
+    # 'S' and 'N' are sympy names too: as size symbols they are plain symbols.
+    formulas = [sympy.ceiling(n / 64) * 64, sympy.floor(n / 3), sympy.Max(n, m), sympy.Mod(n, 7),
+                n * (n + 1) / 2, S * N + 1, m**2 - n, sympy.ceiling((m - n) / 4), sympy.Min(n, m, 2)]
+    f = compile_size_function(("n", "m", "S", "N"), formulas, "test")
+    for a, b in itertools.product((0, 1, 5, 63, 64, 65, 10 ** 12 + 7), (0, 3)):
+        assert f((a, b, 4, 5)) == (-(-a // 64) * 64, a // 3, max(a, b), a % 7, a * (a + 1) // 2, 21, b * b - a,
+                                   -((a - b) // 4), min(a, b, 2))
+    with pytest.raises(ValueError, match="not size symbols"):
+        compile_size_function(("n",), [n + m], "test")
+
+
+def test_non_integer_size_formula_is_an_error():
+    f = compile_size_function(("n",), [n / 2], "half")
+    assert f((8,)) == (4,)
+    with pytest.raises(RuntimeError, match="half.*non-integer"):
+        f((7,))
+
+
+def test_constraint_checks_number_the_first_failure():
+    check = compile_constraint_check(
+        ("n", "m"), [n - 1 < m, sympy.Eq(sympy.floor((m - 7) / 2), sympy.floor((m + 1) / 2) - 4),
+                     sympy.Or(n <= 0, sympy.And(sympy.Not(m < n), sympy.Ne(m, 9))), sympy.Mod(n - m, 3) >= 0],
+        "test")
+    assert check((2, 5)) == 0
+    assert check((6, 5)) == 1
+    assert check((0, 9)) == 0  # n <= 0 makes the third one hold
+    assert check((3, 9)) == 3
+    with pytest.raises(ValueError, match="not size symbols"):
+        compile_constraint_check(("n",), [n < m], "test")
+    assert PYTHON.name == "Python"
+
+
+def test_python_checks_agree_with_the_c_runtime_on_corpus_kernels(rng):
+    # The constraints of real kernels, evaluated by the generated C and by the Python target.
+    from corpus import linalg
+
+    for kernel in (linalg.vector_slice, linalg.matrix_mul, linalg.matrix_vector_mul):
+        exe = kernel.executable()
+        symbols = [s.symbol for s in exe.interface.sizes]
+        check = compile_constraint_check(symbols, [c.cond for c in exe.interface.constraints], exe.interface.name)
+        for values in rng.integers(0, 6, size=(200, len(symbols))):
+            values = tuple(int(v) for v in values)
+            try:
+                exe.plan_for_sizes(dict(zip(symbols, values)))
+                c_ok = True
+            except ValueError:
+                c_ok = False
+            assert (check(values) == 0) == c_ok, (exe.interface.name, values)
