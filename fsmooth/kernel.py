@@ -92,7 +92,7 @@ class Kernel:
         key = None if context is None else context.int_ptr
         executable = self._opencl.get(key)
         if executable is None:
-            from .opencl_runtime import OpenCLExecutable
+            from .opencl_executable import OpenCLExecutable
 
             executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
                                                               self.program().main.params)

@@ -7,7 +7,7 @@ symbols of ``interface.sizes`` (the same symbols as the C back end); the launche
 into one Python function at load time (``fsmooth.shape.size_printer``), so a call does no
 symbolic work.
 
-The launcher (``fsmooth.opencl_runtime``) relies on these conventions:
+The launcher (``fsmooth.opencl_executable``) relies on these conventions:
   - A launch argument names a ``Buffer`` (passed as its ``cl.Buffer``, or as ``__local``
     memory of ``count`` elements for a 'local' one), else a size symbol of
     ``interface.sizes`` (passed as ``long``), else a scalar parameter of the F̃ kernel (passed

@@ -17,7 +17,7 @@ from fsmooth.dpia import phrases as ph
 from fsmooth.dpia.strategy_check import check_passive
 from fsmooth import Array, Float, ifold, length
 from fsmooth.errors import Loc
-from fsmooth.opencl_runtime import DeviceCapabilityError
+from fsmooth.opencl_device import DeviceCapabilityError
 from fsmooth.shape.sizes import size_symbol
 from fsmooth.strategies import Strategy
 from fsmooth.types import Double
@@ -248,7 +248,7 @@ def test_a_race_is_caught_by_oclgrind():
         import dataclasses
         import numpy as np
         from corpus import blas
-        from fsmooth.opencl_runtime import OpenCLExecutable
+        from fsmooth.opencl_executable import OpenCLExecutable
         a = blas.dot.opencl_artifact()
         racy = dataclasses.replace(a, source=a.source.replace("barrier(CLK_LOCAL_MEM_FENCE);", ""))
         x = np.ones(300, dtype=np.float32)
@@ -468,7 +468,7 @@ def test_a_launch_run_after_a_failure_is_caught_by_oclgrind():
     ok, report = run_under_oclgrind("""
         import dataclasses
         import numpy as np
-        from fsmooth.opencl_runtime import OpenCLExecutable
+        from fsmooth.opencl_executable import OpenCLExecutable
         from test_opencl import gather_sum
         a = gather_sum.opencl_artifact()
         unguarded = dataclasses.replace(a, source=a.source.replace("if (fs_status[0] != 0) return;", ""))

@@ -12,7 +12,7 @@ import pyopencl.array as cl_array
 import pytest
 import sympy
 
-from fsmooth import opencl_runtime as rt
+from fsmooth import opencl_device, opencl_executable
 from fsmooth.artifact import Constraint, KernelInterface, SizeSource
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.types import Array, Bool, Double, Float, Index, type_str
@@ -154,7 +154,7 @@ def _builds(context: cl.Context) -> bool:
 def context():
     """fsmooth's default context where its device can build kernels; else Oclgrind's simulated
     device (PoCL 3.0's LLVM cannot name some newer CPUs, and then builds nothing)."""
-    default = rt.default_context()
+    default = opencl_device.default_context()
     if _builds(default):
         return default
     for platform in cl.get_platforms():
@@ -165,12 +165,12 @@ def context():
 
 @pytest.fixture(scope="module")
 def vadd64(context):
-    return rt.OpenCLExecutable(vector_add_artifact(Double), context)
+    return opencl_executable.OpenCLExecutable(vector_add_artifact(Double), context)
 
 
 @pytest.fixture(scope="module")
 def vsum64(context):
-    return rt.OpenCLExecutable(vector_sum_artifact(Double), context)
+    return opencl_executable.OpenCLExecutable(vector_sum_artifact(Double), context)
 
 
 SIZES = (0, 1, WG - 1, WG, WG + 1, 1000, 4097)
@@ -180,7 +180,7 @@ SIZES = (0, 1, WG - 1, WG, WG + 1, 1000, 4097)
 
 @pytest.mark.parametrize("elem", [Float, Double], ids=type_str)
 def test_vector_add_equals_numpy(context, rng, elem):
-    exe = rt.OpenCLExecutable(vector_add_artifact(elem), context)
+    exe = opencl_executable.OpenCLExecutable(vector_add_artifact(elem), context)
     dtype = np.float32 if elem is Float else np.float64
     for n in SIZES:
         a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n + 3).astype(dtype)
@@ -191,7 +191,7 @@ def test_vector_add_equals_numpy(context, rng, elem):
 
 @pytest.mark.parametrize("elem", [Float, Double], ids=type_str)
 def test_two_phase_sum_equals_numpy(context, rng, elem):
-    exe = rt.OpenCLExecutable(vector_sum_artifact(elem), context)
+    exe = opencl_executable.OpenCLExecutable(vector_sum_artifact(elem), context)
     dtype = np.float32 if elem is Float else np.float64
     for n in SIZES + (WG * WG + 5, 100_003):
         v = rng.random(n).astype(dtype)
@@ -209,7 +209,7 @@ def test_sum_of_exactly_representable_values_is_exact(vsum64):
 
 
 def test_scalar_parameters_are_passed_by_value(context, rng):
-    exe = rt.OpenCLExecutable(shift_if_artifact(), context)
+    exe = opencl_executable.OpenCLExecutable(shift_if_artifact(), context)
     a = rng.standard_normal(37)
     np.testing.assert_array_equal(exe(True, -5, a), a - 5)
     np.testing.assert_array_equal(exe(False, 7, a), a)
@@ -271,7 +271,7 @@ def test_device_array_errors(context, vadd64):
 # ----------------------------------------------------------------------------- buffers and launches
 
 def test_temp_buffers_are_allocated_once_and_reused(context, rng):
-    exe = rt.OpenCLExecutable(vector_sum_artifact(Double), context)
+    exe = opencl_executable.OpenCLExecutable(vector_sum_artifact(Double), context)
     assert exe.temp_buffer("partials") is None
     v = rng.random(5000)
     exe(v)
@@ -289,10 +289,10 @@ def test_temp_buffers_are_allocated_once_and_reused(context, rng):
 
 
 def test_programs_are_built_once_per_source_and_device(context):
-    one = rt.OpenCLExecutable(vector_add_artifact(Float), context)
-    two = rt.OpenCLExecutable(vector_add_artifact(Float), context)
+    one = opencl_executable.OpenCLExecutable(vector_add_artifact(Float), context)
+    two = opencl_executable.OpenCLExecutable(vector_add_artifact(Float), context)
     assert one.program is two.program
-    assert rt.OpenCLExecutable(vector_add_artifact(Double), context).program is not one.program
+    assert opencl_executable.OpenCLExecutable(vector_add_artifact(Double), context).program is not one.program
 
 
 def test_profile_has_one_entry_per_launch_run(vsum64, rng):
@@ -317,7 +317,7 @@ def test_run_timed_reports_the_median_of_device_times(vadd64, rng):
 def test_launch_sizes_that_do_not_divide_are_reported(context):
     art = vector_add_artifact(Double)
     bad = Launch("vector_add", ("a", "b", "out", "a_d0"), (a_d0,), (WG * ONE,))
-    exe = rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (bad,), art.interface, True), context)
+    exe = opencl_executable.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (bad,), art.interface, True), context)
     with pytest.raises(RuntimeError, match="local size.*divide"):
         exe(np.ones(WG + 1), np.ones(WG + 1))
     np.testing.assert_array_equal(exe(np.ones(2 * WG), np.ones(2 * WG)), 2.0)
@@ -339,7 +339,7 @@ def test_argument_errors_name_the_parameter(vadd64):
 
 
 def test_scalar_argument_errors(context):
-    exe = rt.OpenCLExecutable(shift_if_artifact(), context)
+    exe = opencl_executable.OpenCLExecutable(shift_if_artifact(), context)
     with pytest.raises(TypeError, match="'flag'"):
         exe(1, 0, np.zeros(2))
     with pytest.raises(TypeError, match="'k'"):
@@ -354,19 +354,19 @@ def test_malformed_artifacts_are_rejected_at_construction(context):
     art = vector_add_artifact(Double)
     stray = Launch("vector_add", ("a", "b", "out", "nope"), (a_d0,), None)
     with pytest.raises(ValueError, match="'nope'"):
-        rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (stray,), art.interface, True), context)
+        opencl_executable.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, (stray,), art.interface, True), context)
     no_output = {k: v for k, v in art.buffers.items() if v.role != "output"}
     with pytest.raises(ValueError, match="one 'output'"):
-        rt.OpenCLExecutable(OpenCLArtifact(art.source, no_output, art.launches, art.interface, True), context)
+        opencl_executable.OpenCLExecutable(OpenCLArtifact(art.source, no_output, art.launches, art.interface, True), context)
     with pytest.raises(RuntimeError, match="build failed"):
-        rt.OpenCLExecutable(OpenCLArtifact("__kernel void vector_add( {", art.buffers, art.launches,
+        opencl_executable.OpenCLExecutable(OpenCLArtifact("__kernel void vector_add( {", art.buffers, art.launches,
                                            art.interface, True), context)
 
 
 @pytest.mark.parametrize("code, error", [(1, IndexError), (2, ZeroDivisionError), (3, ValueError),
                                          (4, MemoryError), (9, RuntimeError)])
 def test_a_status_raises_as_in_the_c_runtime(context, code, error):
-    exe = rt.OpenCLExecutable(failing_artifact(), context)
+    exe = opencl_executable.OpenCLExecutable(failing_artifact(), context)
     good = np.arange(5.0)
     with pytest.raises(error, match="^checked: "):
         exe(np.array([1.0, -1.0, 2.0]), code, 2)
@@ -376,7 +376,7 @@ def test_a_status_raises_as_in_the_c_runtime(context, code, error):
 
 
 def test_the_first_launch_to_fail_wins(context):
-    exe = rt.OpenCLExecutable(failing_artifact(), context)
+    exe = opencl_executable.OpenCLExecutable(failing_artifact(), context)
     with pytest.raises(IndexError):
         exe(np.array([-1.0, 500.0]), 1, 2)  # both launches report: the first one counts
     with pytest.raises(ZeroDivisionError):
@@ -387,20 +387,20 @@ def test_malformed_status_buffers_are_rejected(context):
     art = failing_artifact()
     wrong_count = {**art.buffers, "status": Buffer("status", "status", STATUS_ELEM, ONE)}
     with pytest.raises(ValueError, match="one element per launch"):
-        rt.OpenCLExecutable(OpenCLArtifact(art.source, wrong_count, art.launches, art.interface, True), context)
+        opencl_executable.OpenCLExecutable(OpenCLArtifact(art.source, wrong_count, art.launches, art.interface, True), context)
     unpassed = (art.launches[0], Launch("check_large", ("a", "a_d0", "later_code", "a"), (a_d0,), None))
     with pytest.raises(ValueError, match="must pass the status buffer"):
-        rt.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, unpassed, art.interface, True), context)
+        opencl_executable.OpenCLExecutable(OpenCLArtifact(art.source, art.buffers, unpassed, art.interface, True), context)
 
 
 # ----------------------------------------------------------------------------- devices
 
 def test_fp64_kernels_need_an_fp64_device():
     no_fp64 = SimpleNamespace(double_fp_config=0, name="tiny GPU")
-    with pytest.raises(rt.DeviceCapabilityError, match="vector_add.*double precision.*tiny GPU"):
-        rt.require_capabilities(vector_add_artifact(Double), no_fp64)
-    rt.require_capabilities(vector_add_artifact(Float), no_fp64)  # Float needs no fp64
-    rt.require_capabilities(vector_add_artifact(Double), SimpleNamespace(double_fp_config=63, name="x"))
+    with pytest.raises(opencl_device.DeviceCapabilityError, match="vector_add.*double precision.*tiny GPU"):
+        opencl_device.require_capabilities(vector_add_artifact(Double), no_fp64)
+    opencl_device.require_capabilities(vector_add_artifact(Float), no_fp64)  # Float needs no fp64
+    opencl_device.require_capabilities(vector_add_artifact(Double), SimpleNamespace(double_fp_config=63, name="x"))
 
 
 def _fake_platform(name, *types):
@@ -414,28 +414,28 @@ def test_device_choice_prefers_a_gpu_then_pocl_and_never_a_simulator():
     pocl = _fake_platform("Portable Computing Language", dt.CPU)
     other_cpu = _fake_platform("Some CPU runtime", dt.CPU)
     nvidia = _fake_platform("NVIDIA CUDA", dt.GPU)
-    assert rt.choose_device([sim, other_cpu, pocl, nvidia]).name == "NVIDIA CUDA 0"
-    assert rt.choose_device([sim, other_cpu, pocl]).name == "Portable Computing Language 0"
-    assert rt.choose_device([sim, other_cpu]).name == "Some CPU runtime 0"
+    assert opencl_device.choose_device([sim, other_cpu, pocl, nvidia]).name == "NVIDIA CUDA 0"
+    assert opencl_device.choose_device([sim, other_cpu, pocl]).name == "Portable Computing Language 0"
+    assert opencl_device.choose_device([sim, other_cpu]).name == "Some CPU runtime 0"
     with pytest.raises(RuntimeError, match="no usable OpenCL device"):
-        rt.choose_device([sim])
+        opencl_device.choose_device([sim])
 
 
 def test_default_device_here_is_a_real_device():
     if "PYOPENCL_CTX" in os.environ:
         pytest.skip("PYOPENCL_CTX chooses the device")
-    device = rt.default_context().devices[0]
+    device = opencl_device.default_context().devices[0]
     assert "oclgrind" not in device.platform.name.lower()
-    assert device == rt.choose_device(cl.get_platforms())
+    assert device == opencl_device.choose_device(cl.get_platforms())
 
 
 def test_pyopencl_ctx_is_honoured(monkeypatch):
     names = [p.name for p in cl.get_platforms()]
     monkeypatch.setenv("PYOPENCL_CTX", "portable")
-    assert rt.select_context().devices[0].platform.name == "Portable Computing Language"
+    assert opencl_device.select_context().devices[0].platform.name == "Portable Computing Language"
     if "Oclgrind" in names:
         monkeypatch.setenv("PYOPENCL_CTX", str(names.index("Oclgrind")))
-        assert rt.select_context().devices[0].platform.name == "Oclgrind"
+        assert opencl_device.select_context().devices[0].platform.name == "Oclgrind"
 
 
 # ----------------------------------------------------------------------------- Oclgrind
@@ -444,7 +444,7 @@ needs_oclgrind = pytest.mark.skipif(not oclgrind_available(), reason="oclgrind-b
 
 _OCLGRIND_PROGRAM = """
 import numpy as np
-from fsmooth.opencl_runtime import OpenCLExecutable
+from fsmooth.opencl_executable import OpenCLExecutable
 from fsmooth.types import Double, Float
 from test_opencl_runtime import vector_add_artifact, vector_sum_artifact
 
@@ -476,7 +476,7 @@ def test_oclgrind_catches_a_race_and_an_out_of_bounds_write():
     unguarded = art.source.replace("if (i < n) ", "")
     ok, report = run_under_oclgrind(f"""
 import numpy as np
-from fsmooth.opencl_runtime import OpenCLExecutable
+from fsmooth.opencl_executable import OpenCLExecutable
 from fsmooth.opencl_artifact import OpenCLArtifact
 from fsmooth.types import Float
 from test_opencl_runtime import vector_add_artifact
