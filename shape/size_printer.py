@@ -71,7 +71,7 @@ C = SizeTarget(
     group="({0})", add="{0} + {1}", subtract="{0} - {1}", multiply="{0} * {1}", negate="(-{0})",
     # the size is an integer, so num is a multiple of den: truncation is exact
     exact_quotient="({0} / {1})", quotient="fs_floordiv_i64({0}, {1})",
-    floor_quotient="fs_floordiv_i64({0}, {1})", ceiling_quotient="(-fs_floordiv_i64({0}, {1}))",
+    floor_quotient="fs_floordiv_i64({0}, {1})", ceiling_quotient="fs_ceildiv_i64({0}, {1})",
     modulo="fs_mod_i64({0}, {1})", truncating_quotient="({0} / {1})", truncating_modulo="({0} % {1})",
     maximum="fs_max_i64({0}, {1})", minimum="fs_min_i64({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
@@ -89,7 +89,7 @@ PYTHON = SizeTarget(
     symbol=lambda name: f"_s[{name!r}]",
     group="({0})", add="{0} + {1}", subtract="{0} - {1}", multiply="{0} * {1}", negate="(-{0})",
     exact_quotient="_exact_div({0}, {1})", quotient="_exact_div({0}, {1})",
-    floor_quotient="({0} // {1})", ceiling_quotient="(-({0} // {1}))",
+    floor_quotient="({0} // {1})", ceiling_quotient="(-((-{0}) // {1}))",
     modulo="({0} % {1})", truncating_quotient="({0} // {1})", truncating_modulo="({0} % {1})",
     maximum="max({0}, {1})", minimum="min({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
@@ -97,8 +97,8 @@ PYTHON = SizeTarget(
 )
 
 # JSON text of a tree: a number, a size symbol's name, or [operation, operands...] with the
-# operations named as in C ("floordiv" rounds toward -inf, "mod" takes the divisor's sign, "/"
-# is exact).
+# operations named as in C ("floordiv" and "ceildiv" round toward -inf and +inf, "mod" takes
+# the divisor's sign, "/" is exact).
 JSON = SizeTarget(
     name="JSON",
     integer=str,
@@ -106,7 +106,7 @@ JSON = SizeTarget(
     group="{0}", add='["+", {0}, {1}]', subtract='["-", {0}, {1}]', multiply='["*", {0}, {1}]',
     negate='["neg", {0}]',
     exact_quotient='["/", {0}, {1}]', quotient='["/", {0}, {1}]',
-    floor_quotient='["floordiv", {0}, {1}]', ceiling_quotient='["neg", ["floordiv", {0}, {1}]]',
+    floor_quotient='["floordiv", {0}, {1}]', ceiling_quotient='["ceildiv", {0}, {1}]',
     modulo='["mod", {0}, {1}]', truncating_quotient='["floordiv", {0}, {1}]', truncating_modulo='["mod", {0}, {1}]',
     maximum='["max", {0}, {1}]', minimum='["min", {0}, {1}]',
     relations={r: f'["{op}", {{0}}, {{1}}]' for r, op in _RELATION_SYMBOLS.items()},
@@ -157,9 +157,9 @@ class _Printer:
             return t.exact_quotient.format(self.term(sympy.expand(num)), self.term(den))
         return t.quotient.format(self.term(num), self.term(den))
 
-    def _quotient(self, template: str, arg, negate_numerator: bool = False) -> str:
+    def _quotient(self, template: str, arg) -> str:
         num, den = sympy.fraction(sympy.together(arg))
-        return template.format(self.integer(-num if negate_numerator else num), self.integer(den))
+        return template.format(self.integer(num), self.integer(den))
 
     def term(self, e) -> str:
         t = self.target
@@ -185,8 +185,7 @@ class _Printer:
             case sympy.floor():
                 return self._quotient(t.floor_quotient, e.args[0])
             case sympy.ceiling():
-                # ceil(a/b) = -floor(-a/b): the template negates the floor of the negated quotient
-                return self._quotient(t.ceiling_quotient, e.args[0], negate_numerator=True)
+                return self._quotient(t.ceiling_quotient, e.args[0])
             case sympy.Mod():
                 return t.modulo.format(self.integer(e.args[0]), self.integer(e.args[1]))
             case NonnegativeMod():

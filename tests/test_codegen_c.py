@@ -327,6 +327,8 @@ int main(void) {
     for (int a = 0; a < 5; a++) for (int b = 0; b < 5; b++)
         printf("%.17g %.17g\n", fs_floordiv_f64(fx[a], fy[b]), fs_mod_f64(fx[a], fy[b]));
     printf("%g %g %g\n", fs_min_f64(1.0, 2.0), fs_max_f64(1.0, 2.0), (double)fs_abs_i64(-3));
+    for (int a = 0; a < 6; a++) for (int b = 0; b < 6; b++)
+        printf("%lld\n", (long long)fs_ceildiv_i64(xs[a], ys[b]));
     return 0;
 }
 """
@@ -345,6 +347,7 @@ def test_runtime_header_has_python_semantics(tmp):
     got = [tuple(float(t) for t in line.split()) for line in lines[36:61]]
     assert got == [(x // y, x % y) for x in fx for y in fy]
     assert lines[61] == "1 2 3"
+    assert lines[62:98] == [str(-(-x // y)) for x in xs for y in ys]  # fs_ceildiv_i64
 
 
 def run_under_address_sanitizer(test_file: str, selection: str) -> subprocess.CompletedProcess:

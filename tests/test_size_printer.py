@@ -3,6 +3,8 @@ size functions and constraint checks the OpenCL launcher runs on the host."""
 from __future__ import annotations
 
 import itertools
+import pathlib
+import subprocess
 
 import pytest
 import sympy
@@ -20,7 +22,7 @@ def test_sizes_to_c():
     assert print_size(n * (n + 1) / 2, C) == "((n + (n * n)) / 2)"
     assert print_size(sympy.Max(n, m) + 1, C) == "(1 + fs_max_i64(m, n))"
     assert print_size(sympy.floor(n / 3), C) == "fs_floordiv_i64(n, 3)"
-    assert print_size(sympy.ceiling(n / m), C) == "(-fs_floordiv_i64((-n), m))"
+    assert print_size(sympy.ceiling(n / m), C) == "fs_ceildiv_i64(n, m)"
     assert print_size(sympy.Mod(n - m, 3), C) == "fs_mod_i64((n - m), 3)"
     assert print_size(NonnegativeMod(i, 3) + NonnegativeQuotient(i, 3), C) == "((i % 3) + (i / 3))"
     assert print_size(n * 2**40, C) == "(INT64_C(1099511627776) * n)"
@@ -40,6 +42,7 @@ def test_conditions_to_c():
 def test_json_trees():
     assert size_json(sympy.floor(n / 3) + 1) == ["+", 1, ["floordiv", "n", 3]]
     assert size_json(n - m) == ["-", "n", "m"]
+    assert size_json(sympy.ceiling(n / 4)) == ["ceildiv", "n", 4]
     assert condition_json(sympy.Ge(m, n)) == [">=", "m", "n"]
     assert condition_json(sympy.Or(n < 1, sympy.Eq(m, 2))) in ([ "||", ["<", "n", 1], ["==", "m", 2]],
                                                                ["||", ["==", "m", 2], ["<", "n", 1]])
@@ -94,3 +97,55 @@ def test_python_checks_agree_with_the_c_runtime_on_corpus_kernels(rng):
             except ValueError:
                 c_ok = False
             assert (check(values) == 0) == c_ok, (exe.interface.name, values)
+
+
+CLIB = pathlib.Path(__file__).resolve().parents[1] / "clib"
+
+
+def test_ceiling_division_in_c_agrees_with_python(tmp_path):
+    """The C of ceil(a/b), compiled, gives Python's -(-a // b) for operands of either sign."""
+    a, b = sympy.symbols("a b", integer=True)
+    formulas = [sympy.ceiling(a / b), sympy.ceiling((a - 7) / 3), sympy.ceiling(sympy.floor(a / 2) / b)]
+    texts = [print_size(f, C) for f in formulas]
+    assert all(t.startswith("fs_ceildiv_i64(") for t in texts) and "-fs_floordiv_i64(-" not in "".join(texts)
+    body = "".join(f'printf("%lld\\n", (long long){t});' for t in texts)
+    (tmp_path / "ceil.c").write_text(
+        '#include <stdio.h>\n#include <stdlib.h>\n#include "fsmooth_rt.h"\n'
+        f"int main(int argc, char **argv) {{ int64_t a = atoll(argv[1]), b = atoll(argv[2]); {body} return 0; }}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{CLIB}", "-fsanitize=undefined",
+                    "-fno-sanitize-recover=all", str(tmp_path / "ceil.c"), "-o", str(tmp_path / "ceil"), "-lm"],
+                   check=True)
+    for x, y in itertools.product((-9, -7, -1, 0, 1, 6, 7, 10 ** 15 + 1), (-4, -3, -1, 1, 2, 3)):
+        got = subprocess.run([str(tmp_path / "ceil"), str(x), str(y)], check=True, capture_output=True,
+                             text=True).stdout.split()
+        assert got == [str(-(-x // y)), str(-(-(x - 7) // 3)), str(-(-(x // 2) // y))], (x, y)
+
+
+def test_a_kernel_scratch_with_ceiling_division(tmp_path):
+    """blas.asum's scratch is 16 bytes per group of four partial sums, rounded up: its generated
+    K_scratch_bytes uses fs_ceildiv_i64 and agrees with the sympy formula."""
+    from corpus import blas
+
+    source = blas.asum.c_source()
+    assert "fs_ceildiv_i64(" in source and "-fs_floordiv_i64(" not in source
+    exe = blas.asum.executable()
+    formula = exe.interface.scratch_formula
+    assert formula.has(sympy.ceiling)
+    (x,) = formula.free_symbols
+    for size in (0, 1, 16384, 16385, 3 * 16384 + 5, 4 * 16384, 5 * 16384 + 1, 2 ** 40):
+        _, nbytes = exe.plan_for_sizes({"x_d0": size})
+        assert nbytes == int(formula.subs(x, size)), size
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_corpus_c_divides_up_with_the_helper(parallel):
+    """Ceilings of sizes print as fs_ceildiv_i64, never as a negated floor of a negated quotient
+    (the form before it: ``(-fs_floordiv_i64((-n), 2))``)."""
+    from corpus import blas, linalg
+
+    from fsmooth.embed import compile_module, exported_kernels
+    from fsmooth.options import default_options
+
+    for module in (blas, linalg):
+        source = compile_module(exported_kernels(module), default_options(parallel=parallel)).source
+        assert "fs_ceildiv_i64(" in source and "-fs_floordiv_i64((-" not in source, module.__name__
