@@ -10,7 +10,9 @@ the way C users know from Futhark's ``--library`` output:
     fsmooth_rt.h      the run-time header, copied from clib/ (libc and libm only)
     fsmooth_scalar.h  the scalar helpers that fsmooth_rt.h includes, copied from clib/
     <module>.json     the manifest: kernels, parameters, dims, sizes, constraints, result dims
-                      and scratch formulas, for tools that generate bindings
+                      and scratch formulas, for tools that generate bindings; a constraint's
+                      ``cond`` and a kernel's ``scratch_expr`` are trees that need no parser
+                      (``fsmooth.shape.size_printer.JSON``)
 
 The ABI of each kernel is that of ``fsmooth.artifact``; the header's prototypes are the
 artifact's own declarations (``CArtifact.cdef``), so the two cannot drift apart.
@@ -28,7 +30,7 @@ from pathlib import Path
 import fsmooth
 from fsmooth.clib import C_HEADERS, HEADER_DIR
 from fsmooth.dps.ir import ALIGN
-from fsmooth.shape.size_printer import C, print_condition
+from fsmooth.shape.size_printer import C, condition_json, print_condition, size_json
 
 from . import core
 from .artifact import STATUS, CArtifact, KernelInterface
@@ -283,9 +285,11 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
                         "dims": outputs[0]["dims"]} if len(outputs) == 1 and outputs[0]["cname"] == "out"
                        else {"type": type_str(result), "components": outputs}),
             "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
-            "constraints": [{"c_expr": print_condition(c.cond, C), "param": c.param, "message": c.message}
+            "constraints": [{"c_expr": print_condition(c.cond, C), "cond": condition_json(c.cond), "param": c.param,
+                             "message": c.message}
                             for c in interface.constraints],
             "scratch_bytes": str(interface.scratch_formula),
+            "scratch_expr": size_json(interface.scratch_formula),
         }
     return {
         "generator": f"fsmooth {fsmooth.__version__}",
