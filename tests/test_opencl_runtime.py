@@ -2,7 +2,6 @@
 the race and bounds checks, on Oclgrind)."""
 from __future__ import annotations
 
-import itertools
 import os
 from types import SimpleNamespace
 
