@@ -49,6 +49,7 @@ from fsmooth.artifact import result_components
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
+from fsmooth.shape.size_printer import OPENCL_C
 from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Float, Scalar, element_scalar
 
 from . import phrases as p
@@ -112,6 +113,8 @@ def _qualifier(space: str) -> str:
 
 class _OpenCLEmitter(KernelEmitter):
     """The C emitter with the OpenCL primitives: one instance per OpenCL kernel."""
+
+    size_target = OPENCL_C
 
     def __init__(self, k: p.ImperativeKernel, taken: frozenset, options: Options, slot: int):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's

@@ -30,7 +30,7 @@ from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, SizeSource, result_components
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
-from fsmooth.shape.size_printer import C, print_size
+from fsmooth.shape.size_printer import C, SizeTarget, print_size
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
 from . import phrases as p
@@ -168,6 +168,8 @@ class KernelEmitter:
     """The C of one imperative kernel's body, without the function around it; the back ends
     subclass it (``CKernelEmitter``, the OpenCL emitter) and add their own commands."""
 
+    size_target: SizeTarget = C  # how sizes print (fsmooth.shape.size_printer)
+
     def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options):
         self.k = k
         self.options = options
@@ -227,7 +229,8 @@ class KernelEmitter:
         return e.xreplace(table)
 
     def cint(self, e, ranges: Ranges) -> str:
-        return print_size(truncating_divisions(simplify_index(e, ranges), ranges), C, self.size_name)
+        simplified = truncating_divisions(simplify_index(e, ranges), ranges)
+        return print_size(simplified, self.size_target, self.size_name)
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):

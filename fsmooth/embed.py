@@ -214,7 +214,8 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
         shape = f", dims {' x '.join(dims)}" if dims else ""
         lines.append(f"  {cname:<12} {ctype:<16} {type_str(ty)}{shape}")
     for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results):
-        what = f"dims {' x '.join(map(str, dims))}, row-major ({interface.name}_shape{suffix})" if rank(ty) else "one scalar"
+        what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.name}_shape{suffix})" if rank(ty)
+                else "one scalar")
         component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
         lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
     if interface.sizes:
