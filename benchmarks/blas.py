@@ -103,7 +103,7 @@ def choose_context(wanted: str):
     ``PYOPENCL_CTX`` honoured, a GPU preferred).  The device must build a trivial kernel."""
     import pyopencl as cl
 
-    from fsmooth.opencl_runtime import select_context
+    from fsmooth.opencl_device import select_context
 
     if wanted == "any":
         try:

@@ -25,6 +25,13 @@ static inline int64_t fs_floordiv_i64(int64_t a, int64_t b) {
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
     return q;
 }
+/* Integer ceiling division, Python's -(-a // b): a size rounded up to whole blocks. */
+static inline int64_t fs_ceildiv_i64(int64_t a, int64_t b) {
+    if (b == -1) return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) == (b < 0))) q += 1;
+    return q;
+}
 static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
     if (b == -1) return 0;
     int64_t r = a % b;

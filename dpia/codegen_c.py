@@ -30,11 +30,12 @@ from fsmooth.artifact import CArtifact, result_components
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
+from fsmooth.shape.size_printer import C, print_condition
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
-                   c_condition, c_type, indent, index_symbol, is_reserved, strip_parentheses, subphrases)
+                   c_type, indent, index_symbol, is_reserved, strip_parentheses, subphrases)
 
 # The exported kernels' own names are global too: the names a kernel may not have.
 _MATH_FUNCTIONS = frozenset("""
@@ -200,7 +201,7 @@ class CKernelEmitter(KernelEmitter):
         k = self.k
         sizes = self.size_params()
         size_names = [self.size_names[s.name] for s in k.sizes]
-        checks = [f"if (!{c_condition(c.cond, self.size_name)}) return {j + 1};"
+        checks = [f"if (!{print_condition(c.cond, C, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}

@@ -6,7 +6,7 @@ through the environment η to C names, and index paths to one offset into a flat
 (``element_offset``), simplified with the ranges of the enclosing loops (``fsmooth.dps.ranges``,
 which also decides each run-time check DPS asked for: ``range_check``).  Every binder gets its own
 C name (``Namer``), so ``new`` needs no block: C99 declarations go where the variable starts.
-Sizes print as exact int64 C (``c_int``, ``c_condition``) with the helpers of
+Sizes print as exact int64 C (``fsmooth.shape.size_printer``) with the helpers of
 ``clib/fsmooth_scalar.h``, which both back ends carry.
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
@@ -29,11 +29,12 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import (NonnegativeMod, NonnegativeQuotient, Ranges, in_range, positive, simplify_index,
+from fsmooth.dps.ranges import (Ranges, in_range, positive, simplify_index,
                                 truncating_divisions)
 from fsmooth.errors import CompileError, Loc
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
+from fsmooth.shape.size_printer import C, SizeTarget, print_size
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
 from . import phrases as p
@@ -77,83 +78,6 @@ class Namer(NameSupply):
     def fresh(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
         return super().fresh("v" + base if base[0].isdigit() else base)
-
-
-# ----------------------------------------------------------------------------- sizes as C
-
-
-def c_int(e, name_of) -> str:
-    """An integer sympy expression as exact int64 C.  ``name_of(symbol)`` gives C names."""
-    e = sympy.sympify(e)
-    num, den = sympy.fraction(sympy.together(e))
-    if den == 1:
-        return _c(e, name_of)
-    if den.is_Integer and den > 0:
-        # the size is an integer, so num is a multiple of den: truncation is exact.
-        return f"({_c(sympy.expand(num), name_of)} / {den})"
-    return f"fs_floordiv_i64({_c(num, name_of)}, {_c(den, name_of)})"
-
-
-def _c(e, name_of) -> str:
-    match e:
-        case sympy.Integer():
-            return str(int(e)) if abs(int(e)) < 2**31 else f"INT64_C({int(e)})"
-        case sympy.Symbol():
-            return name_of(e)
-        case sympy.Add():
-            terms = sorted(e.args, key=lambda t: t.could_extract_minus_sign())
-            text = _c(terms[0], name_of)
-            for t in terms[1:]:
-                text += f" - {_c(-t, name_of)}" if t.could_extract_minus_sign() else f" + {_c(t, name_of)}"
-            return f"({text})"
-        case sympy.Mul():
-            coeff, rest = e.as_coeff_Mul()
-            if coeff == -1:
-                return f"(-{_c(rest, name_of)})"
-            return f"({' * '.join(_c(f, name_of) for f in e.args)})"
-        case sympy.Pow() if e.exp.is_Integer and e.exp > 0:
-            return f"({' * '.join([_c(e.base, name_of)] * int(e.exp))})"
-        case sympy.floor():
-            num, den = sympy.fraction(sympy.together(e.args[0]))
-            return f"fs_floordiv_i64({c_int(num, name_of)}, {c_int(den, name_of)})"
-        case sympy.ceiling():
-            num, den = sympy.fraction(sympy.together(e.args[0]))
-            return f"(-fs_floordiv_i64({c_int(-num, name_of)}, {c_int(den, name_of)}))"
-        case sympy.Mod():
-            return f"fs_mod_i64({c_int(e.args[0], name_of)}, {c_int(e.args[1], name_of)})"
-        case NonnegativeMod() | NonnegativeQuotient():
-            op = "%" if isinstance(e, NonnegativeMod) else "/"
-            return f"({c_int(e.args[0], name_of)} {op} {c_int(e.args[1], name_of)})"
-        case sympy.Max() | sympy.Min():
-            fn = "fs_max_i64" if isinstance(e, sympy.Max) else "fs_min_i64"
-            text = c_int(e.args[0], name_of)
-            for a in e.args[1:]:
-                text = f"{fn}({text}, {c_int(a, name_of)})"
-            return text
-    raise CompileError(f"cannot express the size {e} in C")
-
-
-_RELATIONS = {sympy.GreaterThan: ">=", sympy.StrictGreaterThan: ">", sympy.LessThan: "<=",
-              sympy.StrictLessThan: "<", sympy.Equality: "==", sympy.Unequality: "!="}
-
-
-def c_condition(cond, name_of) -> str:
-    cond = sympy.sympify(cond)
-    if cond is sympy.true:
-        return "1"
-    if cond is sympy.false:
-        return "0"
-    match cond:
-        case sympy.And():
-            return "(" + " && ".join(c_condition(a, name_of) for a in cond.args) + ")"
-        case sympy.Or():
-            return "(" + " || ".join(c_condition(a, name_of) for a in cond.args) + ")"
-        case sympy.Not():
-            return f"(!{c_condition(cond.args[0], name_of)})"
-    op = _RELATIONS.get(type(cond))
-    if op is None:
-        raise CompileError(f"cannot express the size constraint {cond} in C")
-    return f"({c_int(cond.lhs, name_of)} {op} {c_int(cond.rhs, name_of)})"
 
 
 # ----------------------------------------------------------------------------- C of phrases
@@ -240,6 +164,8 @@ class KernelEmitter:
     """The C of one imperative kernel's body, without the function around it; the back ends
     subclass it (``CKernelEmitter``, the OpenCL emitter) and add their own commands."""
 
+    size_target: SizeTarget = C  # how sizes print (fsmooth.shape.size_printer)
+
     def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options):
         self.k = k
         self.options = options
@@ -300,7 +226,8 @@ class KernelEmitter:
         return e.xreplace(table)
 
     def cint(self, e, ranges: Ranges) -> str:
-        return c_int(truncating_divisions(simplify_index(e, ranges), ranges), self.size_name)
+        simplified = truncating_divisions(simplify_index(e, ranges), ranges)
+        return print_size(simplified, self.size_target, self.size_name)
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):
@@ -574,10 +501,9 @@ class KernelEmitter:
 
     def interface(self) -> KernelInterface:
         k = self.k
-        constraints = tuple(Constraint(c_condition(c.cond, self.size_name), c.param, c.message)
-                            for c in k.constraints)
+        constraints = tuple(Constraint(c.cond, c.param, c.message) for c in k.constraints)
         return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
-                               constraints, str(self.scratch()), _dims_text(k.result_dims),
+                               constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
                                tuple(dict.fromkeys(self.range_checks)))
 
@@ -588,8 +514,8 @@ def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) 
     return index * elem_size + inner
 
 
-def _dims_text(dims) -> tuple:
-    return tuple(_dims_text(d) if isinstance(d, tuple) else str(d) for d in dims)
+def _dims(dims) -> tuple:
+    return tuple(_dims(d) if isinstance(d, tuple) else sympy.sympify(d) for d in dims)
 
 
 def _integral(d: p.Data) -> bool:

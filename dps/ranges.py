@@ -29,6 +29,8 @@ from functools import lru_cache
 
 import sympy
 
+from fsmooth.shape.size_printer import NonnegativeMod, NonnegativeQuotient
+
 
 @dataclass(frozen=True)
 class Ranges:
@@ -428,14 +430,6 @@ def _split(arg: sympy.Expr, ranges: Ranges):
     if lo == hi == -1 and positive(den, ranges):
         return quotient - 1, (remainder + den) / den
     return None
-
-
-class NonnegativeMod(sympy.Function):
-    """Mod(a, d) where a ≥ 0 and d ≥ 1 are proven: there C's ``%`` is Python's, no helper needed."""
-
-
-class NonnegativeQuotient(sympy.Function):
-    """floor(a / d) where a ≥ 0 and d ≥ 1 are proven: there C's ``/`` is Python's ``//``."""
 
 
 def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:

@@ -13,6 +13,9 @@ order (``T0 *restrict out_0, T1 *restrict out_1``; nested tuples flattened: ``ou
 shape function per component (``K_shape_0``, ...).  A tuple parameter is passed as its
 components, each a parameter of its own (``p_0``, ``p_1``).
 
+Sizes (constraints, scratch, result dims) are sympy expressions over the size symbols, named as
+in ``KernelInterface.sizes``; ``fsmooth.shape.size_printer`` writes them for each target.
+
 ``<params>``: per parameter in order, an array ``const T *restrict a, int64_t a_d0, ..., a_d{r-1}``
 or a scalar ``T x``; T is double/float/int64_t/bool.  ``out`` points at the result buffer (an
 array) or at one scalar.  ``<sizes>``: the kernel's size symbols in ``KernelInterface.sizes``
@@ -23,6 +26,8 @@ heap (``Options.allocation`` other than ``arena``) need no scratch: ``K_scratch_
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import sympy
 
 from .errors import Loc
 from .types import TupleT, Type
@@ -49,7 +54,7 @@ class SizeSource:
 
 @dataclass(frozen=True)
 class Constraint:
-    c_expr: str  # the C condition that must hold (over size symbols)
+    cond: sympy.Basic  # the condition that must hold, over the size symbols (shape.size_printer prints it)
     param: str  # the parameter named in the error
     message: str  # human-readable, e.g. "b has length b_d0 but is read at indices up to a_d0 - 1"
 
@@ -74,8 +79,8 @@ class KernelInterface:
     result: Type
     sizes: tuple  # SizeSource, in the order of the <sizes> arguments
     constraints: tuple  # Constraint, in K_check_sizes numbering
-    scratch_formula: str  # sympy text of the scratch bytes, for display
-    result_dims: tuple  # sympy text of each result dim, for display (a tuple: per component)
+    scratch_formula: sympy.Expr  # the scratch bytes of one call, over the size symbols
+    result_dims: tuple  # sympy.Expr per result dim, over the size symbols (a tuple: per component)
     range_checks: tuple = ()  # RangeCheck per checked read of the generated code, in the order written
 
     @property

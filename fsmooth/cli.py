@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 
 import numpy as np
-import sympy
+
+from fsmooth.shape.size_printer import C, print_condition
 
 from fsmooth.shape.ir import ShapeProgram
 from fsmooth.shape.ir import show_program as show_shapes
@@ -160,13 +161,13 @@ def compile_opencl(where: str, out_dir: str) -> str:
     description = {"source": f"{name}.cl", "needs_fp64": fp64, "kernels": {
         kname: {"params": [[p, type_str(t)] for p, t in a.interface.params],
                 "result": type_str(a.interface.result),
-                "result_dims": list(a.interface.result_dims),
+                "result_dims": _texts(a.interface.result_dims),
                 "sizes": [[s.symbol, s.param, s.dim] for s in a.interface.sizes],
-                "constraints": [[c.c_expr, c.param, c.message] for c in a.interface.constraints],
-                "buffers": [{"name": b.name, "role": b.role, "elem": b.elem.name, "count": b.count}
+                "constraints": [[print_condition(c.cond, C), c.param, c.message] for c in a.interface.constraints],
+                "buffers": [{"name": b.name, "role": b.role, "elem": b.elem.name, "count": str(b.count)}
                             for b in a.buffers.values()],
-                "launches": [{"kernel": l.kernel, "args": list(l.args), "global_size": list(l.global_size),
-                              "local_size": None if l.local_size is None else list(l.local_size)}
+                "launches": [{"kernel": l.kernel, "args": list(l.args), "global_size": _texts(l.global_size),
+                              "local_size": None if l.local_size is None else _texts(l.local_size)}
                              for l in a.launches]}
         for kname, a in artifacts.items()}, "skipped": skipped}
     out = pathlib.Path(out_dir)
@@ -276,12 +277,6 @@ def parse_sizes(specs: list[str], interface: KernelInterface) -> dict[str, int]:
     return sizes
 
 
-def _formula(text: str, interface: KernelInterface) -> sympy.Expr:
-    # Size names such as E, N or S would otherwise parse as sympy constants or functions.
-    symbols = {s.symbol: sympy.Symbol(s.symbol, integer=True, nonnegative=True) for s in interface.sizes}
-    return sympy.sympify(text, locals=symbols)
-
-
 def memory_report(kernel: Kernel, specs: list[str]) -> str:
     artifact = compile_to_c(kernel.program())
     interface = artifact.interfaces[kernel.name]
@@ -290,7 +285,7 @@ def memory_report(kernel: Kernel, specs: list[str]) -> str:
              f"sizes: {', '.join(f'{s.symbol} = ' + _size_origin(s) for s in interface.sizes) or 'none'}",
              f"result dims: {_show_dims(interface.result_dims)}",
              f"scratch bytes: {interface.scratch_formula}"]
-    lines += [f"requires: {c.c_expr}   ({c.message})" for c in interface.constraints]
+    lines += [f"requires: {print_condition(c.cond, C)}   ({c.message})" for c in interface.constraints]
     if not sizes:
         return "\n".join(lines)
     missing = [s.symbol for s in interface.sizes if s.symbol not in sizes]
@@ -302,14 +297,19 @@ def memory_report(kernel: Kernel, specs: list[str]) -> str:
         dims, nbytes = Executable(interface, load_library(artifact)).plan_for_sizes(sizes)
     except ValueError as err:  # the sizes break one of the kernel's constraints
         raise UsageError(str(err)) from None
-    formula_value = _formula(interface.scratch_formula, interface).subs(
-        {sympy.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()})
+    formula = interface.scratch_formula
+    formula_value = formula.subs({s: sizes[s.name] for s in formula.free_symbols})
     lines.append(f"with {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
     lines.append(f"  result dims {_show_dims(dims)}")
     lines.append(f"  scratch {nbytes} bytes")
     if formula_value != nbytes:
         lines.append(f"  warning: the formula gives {formula_value}, the compiled scratch function {nbytes}")
     return "\n".join(lines)
+
+
+def _texts(sizes) -> list:
+    """Size expressions (nested in tuples per component of a tuple result) as sympy's text, for JSON."""
+    return [_texts(s) if isinstance(s, tuple) else str(s) for s in sizes]
 
 
 def _show_dims(dims) -> str:

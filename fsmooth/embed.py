@@ -10,7 +10,9 @@ the way C users know from Futhark's ``--library`` output:
     fsmooth_rt.h      the run-time header, copied from clib/ (libc and libm only)
     fsmooth_scalar.h  the scalar helpers that fsmooth_rt.h includes, copied from clib/
     <module>.json     the manifest: kernels, parameters, dims, sizes, constraints, result dims
-                      and scratch formulas, for tools that generate bindings
+                      and scratch formulas, for tools that generate bindings; a constraint's
+                      ``cond`` and a kernel's ``scratch_expr`` are trees that need no parser
+                      (``fsmooth.shape.size_printer.JSON``)
 
 The ABI of each kernel is that of ``fsmooth.artifact``; the header's prototypes are the
 artifact's own declarations (``CArtifact.cdef``), so the two cannot drift apart.
@@ -28,6 +30,7 @@ from pathlib import Path
 import fsmooth
 from fsmooth.clib import C_HEADERS, HEADER_DIR
 from fsmooth.dps.ir import ALIGN
+from fsmooth.shape.size_printer import C, condition_json, print_condition, size_json
 
 from . import core
 from .artifact import STATUS, CArtifact, KernelInterface
@@ -211,7 +214,8 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
         shape = f", dims {' x '.join(dims)}" if dims else ""
         lines.append(f"  {cname:<12} {ctype:<16} {type_str(ty)}{shape}")
     for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results):
-        what = f"dims {' x '.join(dims)}, row-major ({interface.name}_shape{suffix})" if rank(ty) else "one scalar"
+        what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.name}_shape{suffix})" if rank(ty)
+                else "one scalar")
         component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
         lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
     if interface.sizes:
@@ -221,7 +225,8 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
     if interface.constraints:
         lines.append(f"Requires (else {interface.name}_check_sizes is nonzero and {interface.name} returns "
                      f"{_status_macro(prefix, 3)}):")
-        lines += [f"  {j + 1}. {c.c_expr}   ({c.message})" for j, c in enumerate(interface.constraints)]
+        lines += [f"  {j + 1}. {print_condition(c.cond, C)}   ({c.message})"
+                  for j, c in enumerate(interface.constraints)]
     lines.append(f"Scratch: {interface.scratch_formula} bytes")
     return lines
 
@@ -266,8 +271,8 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
                    "dims": list(dims)}
                   for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
         result = interface.result
-        outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype, "dims": list(dims),
-                    "shape_fun": f"{interface.name}_shape{suffix}"}
+        outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype,
+                    "dims": [str(d) for d in dims], "shape_fun": f"{interface.name}_shape{suffix}"}
                    for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
         kernels[interface.name] = {
             "cfun": interface.name,
@@ -281,9 +286,11 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
                         "dims": outputs[0]["dims"]} if len(outputs) == 1 and outputs[0]["cname"] == "out"
                        else {"type": type_str(result), "components": outputs}),
             "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
-            "constraints": [{"c_expr": c.c_expr, "param": c.param, "message": c.message}
+            "constraints": [{"c_expr": print_condition(c.cond, C), "cond": condition_json(c.cond), "param": c.param,
+                             "message": c.message}
                             for c in interface.constraints],
-            "scratch_bytes": interface.scratch_formula,
+            "scratch_bytes": str(interface.scratch_formula),
+            "scratch_expr": size_json(interface.scratch_formula),
         }
     return {
         "generator": f"fsmooth {fsmooth.__version__}",

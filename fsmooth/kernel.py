@@ -146,7 +146,7 @@ class Kernel:
         with self._lock:
             executable = self._opencl.get(key)
             if executable is None:
-                from .opencl_runtime import OpenCLExecutable
+                from .opencl_executable import OpenCLExecutable
 
                 executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
                                                                   self.program().main.params)

@@ -2,21 +2,22 @@
 
 One F̃ kernel may need several OpenCL kernels run in order (a two-phase reduction); every
 global or local ``new`` of the imperative program has been hoisted to a kernel argument
-(§6.4), sized by the enclosing parallel loops.  Sizes are sympy text over the size symbols
-of ``interface.sizes`` (the same symbols as the C back end); the launcher turns each into a
-Python function once, at load time, so a call does no symbolic work.
+(§6.4), sized by the enclosing parallel loops.  Sizes are sympy expressions over the size
+symbols of ``interface.sizes`` (the same symbols as the C back end); the launcher turns them
+into one Python function at load time (``fsmooth.shape.size_printer``), so a call does no
+symbolic work.
 
-The launcher (``fsmooth.opencl_runtime``) relies on these conventions:
+The launcher (``fsmooth.opencl_executable``) relies on these conventions:
   - A launch argument names a ``Buffer`` (passed as its ``cl.Buffer``, or as ``__local``
     memory of ``count`` elements for a 'local' one), else a size symbol of
     ``interface.sizes`` (passed as ``long``), else a scalar parameter of the F̃ kernel (passed
     by value: Double as ``double``, Float as ``float``, Index/Card as ``long``, Bool as
     ``uchar`` 0/1).  Array elements keep their numpy layout (Bool arrays are bytes).
   - Exactly one Buffer has role 'output'.  For an array result its ``count`` is the product
-    of ``interface.result_dims``; for a scalar result it is "1" and the launcher returns that
+    of ``interface.result_dims``; for a scalar result it is 1 and the launcher returns that
     one element.  Every 'input' Buffer is named after an array parameter.
-  - ``interface.constraints[k].c_expr`` is C text over the size symbols' names (as in
-    ``interface.sizes``), evaluated on the host before any launch.
+  - ``interface.constraints[k].cond`` is a sympy condition over the size symbols, evaluated on
+    the host before any launch.
   - A launch whose global size has a zero dimension is skipped (no work-item would run);
     ``local_size``, when given, must divide ``global_size`` in every dimension.
   - Failed run-time checks (generated kernels; optional in hand-written artifacts): at most one
@@ -32,6 +33,8 @@ The launcher (``fsmooth.opencl_runtime``) relies on these conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import sympy
 
 from .artifact import KernelInterface
 from .types import Scalar
@@ -53,7 +56,7 @@ class Buffer:
     name: str
     role: str
     elem: Scalar
-    count: str  # number of elements, sympy text over the size symbols
+    count: sympy.Expr  # number of elements, over the size symbols
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class Launch:
 
     kernel: str
     args: tuple  # str
-    global_size: tuple  # sympy text per dimension
+    global_size: tuple  # sympy.Expr per dimension
     local_size: tuple | None
 
 

@@ -48,7 +48,7 @@ def opencl_context():
     """PoCL (fsmooth's default device) where it builds a kernel, else Oclgrind's CPU device."""
     import pyopencl as cl
 
-    from fsmooth.opencl_runtime import default_context
+    from fsmooth.opencl_device import default_context
 
     try:
         default = default_context()

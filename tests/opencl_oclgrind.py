@@ -41,8 +41,8 @@ _BENIGN = re.compile(r"Function: clGet(Device|Platform)Info\s+Error:\s+CL_INVALI
 # Run first in the child: fail unless the code really runs on Oclgrind, so that a silently
 # chosen other device cannot pass the checks.
 _PREAMBLE = """
-from fsmooth import opencl_runtime as _ocl_rt
-_ocl_platform = _ocl_rt.default_context().devices[0].platform.name
+from fsmooth.opencl_device import default_context as _default_context
+_ocl_platform = _default_context().devices[0].platform.name
 assert "oclgrind" in _ocl_platform.lower(), f"not running on Oclgrind but on {_ocl_platform}"
 """
 

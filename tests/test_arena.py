@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sympy import sympify as S
 
 import fsmooth as fs
 from corpus import ba, iterate, triangular
@@ -74,7 +75,7 @@ int64_t stage_scratch_bytes(int64_t a_d0, int64_t k);
 int stage_check_sizes(int64_t a_d0, int64_t k);
 """
 STAGE = KernelInterface("stage", (("a", Array[Double]), ("k", Card)), Array[Double],
-                        (SizeSource("a_d0", "a", 0), SizeSource("k", "k", None)), (), "8*a_d0", ("a_d0",))
+                        (SizeSource("a_d0", "a", 0), SizeSource("k", "k", None)), (), S("8*a_d0"), (S("a_d0"),))
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def _device_environment() -> dict:
     """The environment that puts the benchmark on the OpenCL tests' device: fsmooth's default
     where it builds a trivial kernel (PoCL), else Oclgrind (PoCL 3.0's LLVM cannot target some
     newer CPUs)."""
-    from fsmooth.opencl_runtime import select_context
+    from fsmooth.opencl_device import select_context
 
     env = dict(os.environ)
     if env.get("PYOPENCL_CTX"):

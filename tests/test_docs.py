@@ -1,5 +1,5 @@
 """Every reference the documentation makes resolves: a module, function or class named in a
-docstring, a comment or a Markdown page (``fsmooth.dps.hoist``, ``dpia.emit.c_int``) exists, and
+docstring, a comment or a Markdown page (``fsmooth.dps.hoist``, ``shape.size_printer.print_size``) exists, and
 every repository path it names (``clib/fsmooth_scalar.h``, ``docs/ARCHITECTURE.md``) is a file."""
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import pathlib
 import re
 import shutil
@@ -15,7 +16,6 @@ import subprocess
 
 import numpy as np
 import pytest
-import sympy
 
 from test_cli import REPO, fsmooth
 
@@ -113,10 +113,32 @@ def check_against_reference(out: dict, blur, manifest: dict, rows: int, cols: in
 
 
 def scratch(manifest: dict, kernel: str, sizes: dict) -> int:
-    entry = manifest["kernels"][kernel]
-    symbols = {s["symbol"]: sympy.Symbol(s["symbol"], integer=True, nonnegative=True) for s in entry["sizes"]}
-    formula = sympy.sympify(entry["scratch_bytes"], locals=symbols)
-    return int(formula.subs({symbols[k]: v for k, v in sizes.items() if k in symbols}))
+    return evaluate(manifest["kernels"][kernel]["scratch_expr"], sizes)
+
+
+def _exact_quotient(a: int, b: int) -> int:
+    assert a % b == 0, (a, b)
+    return a // b
+
+
+# The operations of a size tree in the manifest (fsmooth.shape.size_printer.JSON), as a tool that
+# generates bindings would implement them.
+_TREE_OPERATIONS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "neg": operator.neg, "/": _exact_quotient,
+    "floordiv": operator.floordiv, "ceildiv": lambda a, b: -(-a // b), "mod": operator.mod, "max": max, "min": min,
+    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
+    "&&": lambda a, b: a and b, "||": lambda a, b: a or b, "!": operator.not_,
+}
+
+
+def evaluate(tree, sizes: dict):
+    """A size expression or condition tree of the manifest, at the size symbols' values ``sizes``."""
+    if isinstance(tree, str):
+        return sizes[tree]
+    if isinstance(tree, list):
+        operation, *operands = tree
+        return _TREE_OPERATIONS[operation](*(evaluate(t, sizes) for t in operands))
+    return tree  # a number, or true/false
 
 
 def manifest_of(build: pathlib.Path, name: str) -> dict:
@@ -188,6 +210,8 @@ def test_manifest_describes_every_kernel(build):
     assert mean["result"] == {"type": "Double", "rank": 0, "ctype": "double", "dims": []}
     assert mean["sizes"] == [{"symbol": "v_d0", "param": "v", "dim": 0}, {"symbol": "w_d0", "param": "w", "dim": 0}]
     assert [c["param"] for c in mean["constraints"]] == ["w"]
+    assert mean["constraints"][0]["c_expr"] == "((v_d0 - 1) < w_d0)"
+    assert [evaluate(mean["constraints"][0]["cond"], {"v_d0": 5, "w_d0": w}) for w in (4, 5, 6)] == [False, True, True]
     blurred = manifest["kernels"]["blur_normalised"]
     assert blurred["result"]["dims"] == ["img_d0", "img_d1"]
     # the blurred image is the one intermediate: rows x cols doubles, rounded up to the alignment

@@ -17,7 +17,8 @@ from fsmooth.dpia import phrases as ph
 from fsmooth.dpia.strategy_check import check_passive
 from fsmooth import Array, Float, ifold, length
 from fsmooth.errors import Loc
-from fsmooth.opencl_runtime import DeviceCapabilityError
+from fsmooth.opencl_device import DeviceCapabilityError
+from fsmooth.shape.sizes import size_symbol
 from fsmooth.strategies import Strategy
 from fsmooth.types import Double
 from opencl_oclgrind import run_under_oclgrind
@@ -112,13 +113,13 @@ def test_dot_has_hoisted_buffers():
     # the per-work-group partial sums: one per work-group (a chunk of 16384, at most 1024 groups),
     # passed from the first reduction kernel to the second
     partials = next(b for b in a.buffers.values()
-                    if b.role == "temp" and sympy.sympify(b.count).free_symbols)
-    n = sympy.Min(sympy.Symbol("x_d0"), sympy.Symbol("y_d0"))
+                    if b.role == "temp" and b.count.free_symbols)
+    n = sympy.Min(size_symbol("x_d0"), size_symbol("y_d0"))
     groups = sympy.Min(1024, sympy.floor((n + 16383) / 16384))
-    assert sympy.simplify(sympy.sympify(partials.count) - groups) == 0
+    assert sympy.simplify(partials.count - groups) == 0
     # 256 work-items of 4 lanes per group: many groups in the first kernel, one in the second
-    assert [(l.global_size[0], l.local_size) for l in a.launches] == [(str(256 * groups), ("256",)),
-                                                                       ("256", ("256",))]
+    assert [(str(l.global_size[0]), l.local_size) for l in a.launches] == [(str(256 * groups), (256,)),
+                                                                            ("256", (256,))]
     assert all(partials.name in launch.args for launch in a.launches)
     assert sorted(int(b.count) for b in local) == sorted([1024, 512, 256, 128, 64, 32, 16, 8, 4, 2] * 2)
     for b in local:  # local memory is a __local kernel argument of the kernel that uses it
@@ -131,7 +132,7 @@ def test_dot_has_hoisted_buffers():
 def test_global_new_inside_parallel_loop_is_sized_by_it():
     a = per_row_intermediate.opencl_artifact()
     temp = next(b for b in a.buffers.values() if b.role == "temp")
-    assert sympy.simplify(sympy.sympify(temp.count) - sympy.Symbol("m_d0") * sympy.Symbol("m_d1")) == 0
+    assert sympy.simplify(temp.count - size_symbol("m_d0") * size_symbol("m_d1")) == 0
     assert temp.name in a.launches[0].args
 
 
@@ -184,14 +185,14 @@ def test_vectorised_body_that_lanes_cannot_share_runs_lane_by_lane(context, rng)
 def test_vectorised_scal_uses_vector_loads():
     a = blas.scal.opencl_artifact()
     assert "vload4(" in a.source and "vstore4(" in a.source
-    assert a.launches[0].global_size == ("ceiling(x_d0/4)",)
+    assert a.launches[0].global_size == (sympy.ceiling(size_symbol("x_d0") / 4),)
 
 
 def test_default_strategy_sequential_reduction_is_one_work_item():
     from corpus import linalg
 
     a = linalg.vector_sum.opencl_artifact()
-    assert [(l.global_size, l.local_size) for l in a.launches] == [(("1",), ("1",))]
+    assert [(l.global_size, l.local_size) for l in a.launches] == [((1,), (1,))]
     a = linalg.vector_add.opencl_artifact()
     assert "get_global_id(0)" in a.source and a.launches[0].local_size is None
 
@@ -247,7 +248,7 @@ def test_a_race_is_caught_by_oclgrind():
         import dataclasses
         import numpy as np
         from corpus import blas
-        from fsmooth.opencl_runtime import OpenCLExecutable
+        from fsmooth.opencl_executable import OpenCLExecutable
         a = blas.dot.opencl_artifact()
         racy = dataclasses.replace(a, source=a.source.replace("barrier(CLK_LOCAL_MEM_FENCE);", ""))
         x = np.ones(300, dtype=np.float32)
@@ -398,7 +399,7 @@ def test_failure_in_a_first_launch_skips_the_later_ones(context):
     a = gather_sum.opencl_artifact()
     assert len(a.launches) == 2
     status = next(b for b in a.buffers.values() if b.role == "status")
-    assert status.count == "2" and all(status.name in launch.args for launch in a.launches)
+    assert status.count == 2 and all(status.name in launch.args for launch in a.launches)
     assert "atomic_cmpxchg(fs_status + 0, 0, 1)" in a.source
     assert "if (fs_status[0] != 0) return;" in a.source
     v = np.arange(1.0, 6.0, dtype=np.float32)
@@ -467,7 +468,7 @@ def test_a_launch_run_after_a_failure_is_caught_by_oclgrind():
     ok, report = run_under_oclgrind("""
         import dataclasses
         import numpy as np
-        from fsmooth.opencl_runtime import OpenCLExecutable
+        from fsmooth.opencl_executable import OpenCLExecutable
         from test_opencl import gather_sum
         a = gather_sum.opencl_artifact()
         unguarded = dataclasses.replace(a, source=a.source.replace("if (fs_status[0] != 0) return;", ""))

@@ -1,5 +1,6 @@
-"""Running an ``OpenCLArtifact`` through pyopencl: device choice, one build per (source, device),
-host-side size functions, hoisted buffers, launches in order, results back to numpy.
+"""Running an ``OpenCLArtifact`` through pyopencl, on a context and program of
+``fsmooth.opencl_device``: host-side size functions (``fsmooth.shape.size_printer``), hoisted
+buffers, launches in order, results back to numpy.
 
 A call checks and converts its arguments exactly as the C runtime does (``fsmooth.runtime``'s
 converters and size getter are reused), evaluates the kernel's size constraints, then looks up
@@ -25,8 +26,6 @@ any input was a device array.
 from __future__ import annotations
 
 import math
-import os
-import re
 import statistics
 import threading
 from dataclasses import dataclass
@@ -35,17 +34,14 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
-import sympy
+
+from fsmooth.shape.size_printer import compile_constraint_check, compile_size_function
 
 from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
+from .opencl_device import build_program, default_context, require_capabilities
 from .runtime import (MEMO_LIMIT, array_converter, assemble, raise_status, scalar_converter, size_getter,
                       tuple_flattener)
 from .types import NUMPY_DTYPE, Bool, Card, TupleT, element_scalar, rank, type_str
-
-# Simulators are correct but thousands of times slower than a real device: only an explicit
-# PYOPENCL_CTX selects one.
-_SIMULATOR_PLATFORMS = ("oclgrind",)
-_POCL_PLATFORM = "portable computing language"
 
 # How a scalar parameter travels as a kernel argument (see opencl_artifact: Bool is a uchar,
 # since OpenCL forbids bool kernel arguments).
@@ -54,301 +50,6 @@ _SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) fo
 _ROLES = ("input", "output", "temp", "local", "status")
 _STATUS_DTYPE = np.dtype(np.int32)  # STATUS_ELEM, OpenCL's int
 
-
-class DeviceCapabilityError(RuntimeError):
-    """The chosen OpenCL device cannot run this artifact (e.g. double precision without fp64)."""
-
-
-# ----------------------------------------------------------------------------- device choice
-
-def choose_device(platforms) -> cl.Device:
-    """The device fsmooth uses when ``PYOPENCL_CTX`` is unset: the first GPU of a real (not
-    simulated) platform, else PoCL's CPU device, else the first device of any real platform."""
-    real = [p for p in platforms if not any(s in p.name.lower() for s in _SIMULATOR_PLATFORMS)]
-    devices = [(p, d) for p in real for d in _devices_of(p)]
-    for _, device in devices:
-        if device.type & cl.device_type.GPU:
-            return device
-    for platform, device in devices:
-        if _POCL_PLATFORM in platform.name.lower() and device.type & cl.device_type.CPU:
-            return device
-    if devices:
-        return devices[0][1]
-    names = ", ".join(p.name for p in platforms) or "none"
-    raise RuntimeError(f"no usable OpenCL device (platforms: {names}); install "
-                       f"pocl-binary-distribution for a CPU device, or set PYOPENCL_CTX")
-
-
-def _devices_of(platform) -> list:
-    try:
-        return platform.get_devices()
-    except cl.Error:  # a platform with no devices reports DEVICE_NOT_FOUND
-        return []
-
-
-def select_context() -> cl.Context:
-    """A new context: the one ``PYOPENCL_CTX`` names, else one on ``choose_device``'s device."""
-    if os.environ.get("PYOPENCL_CTX"):
-        return cl.create_some_context(interactive=False)
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error as err:  # the ICD loader finds no platform at all
-        raise RuntimeError(f"no OpenCL platform found ({err}); install pocl-binary-distribution "
-                           f"for a CPU device") from None
-    return cl.Context([choose_device(platforms)])
-
-
-_default_context: cl.Context | None = None
-_context_lock = threading.Lock()
-
-
-def default_context() -> cl.Context:
-    """The process-wide context of executables created without one (made on first use)."""
-    global _default_context
-    with _context_lock:
-        if _default_context is None:
-            _default_context = select_context()
-        return _default_context
-
-
-def require_capabilities(artifact: OpenCLArtifact, device) -> None:
-    """Raise ``DeviceCapabilityError`` when ``device`` cannot run ``artifact``."""
-    if artifact.needs_fp64 and not device.double_fp_config:
-        raise DeviceCapabilityError(
-            f"{artifact.interface.name}: the kernel uses double precision, but the OpenCL device "
-            f"'{device.name.strip()}' has no fp64 support; use Float, or choose another device "
-            f"with PYOPENCL_CTX")
-
-
-# ----------------------------------------------------------------------------- program cache
-
-_programs: dict[tuple, cl.Program] = {}
-_programs_lock = threading.Lock()
-
-
-def build_program(context: cl.Context, device: cl.Device, source: str) -> cl.Program:
-    """``source`` built for ``device``, once per process (pyopencl's disk cache also keeps the
-    binary across processes)."""
-    key = (source, context.int_ptr, device.int_ptr)
-    with _programs_lock:
-        program = _programs.get(key)
-        if program is None:
-            try:
-                program = cl.Program(context, source).build(devices=[device])
-            except cl.Error as err:
-                hint = ""
-                if "unknown target CPU" in str(err):
-                    # PoCL 3.0's LLVM 14 names some newer CPUs 'generic', which it cannot target.
-                    hint = ("\nThis PoCL's LLVM does not know this CPU: use PoCL >= 3.1 with "
-                            "POCL_LLVM_CPU_NAME set (e.g. x86-64-v3), or choose another device "
-                            "with PYOPENCL_CTX.")
-                raise RuntimeError(f"OpenCL build failed on '{device.name.strip()}': {err}{hint}") from None
-            # The key holds the context and device by address: keep them alive with the program.
-            _programs[key] = program
-        return program
-
-
-# ----------------------------------------------------------------------------- size formulas
-
-def _size_symbols(names) -> dict:
-    # Integer, non-negative symbols, so sympy does not read e.g. 'N' or 'S' as its own objects.
-    return {n: sympy.Symbol(n, integer=True, nonnegative=True) for n in names}
-
-
-def _python_int(e, where: str) -> str:
-    """Python source for the integer sympy expression ``e`` with exact integer arithmetic."""
-    num, den = sympy.fraction(sympy.together(e))
-    if den != 1:
-        return f"_exact_div({_python_term(sympy.expand(num), where)}, {_python_term(den, where)}, {where!r})"
-    return _python_term(e, where)
-
-
-def _python_term(e, where: str) -> str:
-    match e:
-        case sympy.Integer():
-            return str(int(e))
-        case sympy.Symbol():
-            return f"_s[{e.name!r}]"
-        case sympy.Add():
-            return "(" + " + ".join(_python_term(a, where) for a in e.args) + ")"
-        case sympy.Mul():
-            return "(" + " * ".join(_python_term(a, where) for a in e.args) + ")"
-        case sympy.Pow() if e.exp.is_Integer and e.exp >= 0:
-            return f"({_python_term(e.base, where)} ** {int(e.exp)})"
-        case sympy.floor():
-            num, den = sympy.fraction(sympy.together(e.args[0]))
-            return f"({_python_int(num, where)} // {_python_int(den, where)})"
-        case sympy.ceiling():
-            num, den = sympy.fraction(sympy.together(e.args[0]))
-            return f"(-((-{_python_int(num, where)}) // {_python_int(den, where)}))"
-        case sympy.Mod():
-            return f"({_python_int(e.args[0], where)} % {_python_int(e.args[1], where)})"
-        case sympy.Max() | sympy.Min():
-            fn = "max" if isinstance(e, sympy.Max) else "min"
-            return f"{fn}({', '.join(_python_int(a, where) for a in e.args)})"
-    raise ValueError(f"{where}: cannot evaluate the size {e} on the host")
-
-
-def _exact_div(num: int, den: int, where: str) -> int:
-    quotient, remainder = divmod(num, den)
-    if remainder:
-        raise RuntimeError(f"{where}: the size formula gave the non-integer {num}/{den}")
-    return quotient
-
-
-def compile_size_function(symbols, formulas, where: str):
-    """A function from a tuple of the size symbols' values (in ``symbols`` order) to the tuple of
-    the integer values of ``formulas`` (sympy text), built once."""
-    table = _size_symbols(symbols)
-    terms = []
-    for text in formulas:
-        try:
-            expr = sympy.sympify(text, locals=table)
-        except (sympy.SympifyError, SyntaxError, TypeError) as err:
-            raise ValueError(f"{where}: cannot read the size formula {text!r}: {err}") from None
-        unknown = {s.name for s in expr.free_symbols} - set(symbols)
-        if unknown:
-            raise ValueError(f"{where}: the size formula {text!r} uses {', '.join(sorted(unknown))}, "
-                             f"which are not size symbols of the kernel")
-        terms.append(_python_int(expr, where))
-    source = ("def _sizes(_values):\n"
-              f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
-              f"    return ({''.join(t + ', ' for t in terms)})\n")
-    namespace = {"_exact_div": _exact_div, "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict}}
-    exec(compile(source, f"<sizes of {where}>", "exec"), namespace)
-    return namespace["_sizes"]
-
-
-# ----------------------------------------------------------------------------- C conditions
-
-_C_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|[-+*/%<>!(),]))")
-
-# The helpers the C back end uses in size conditions (clib/fsmooth_scalar.h), as Python: Python's
-# floor division and modulo have exactly the semantics of fs_floordiv_i64 and fs_mod_i64.
-_C_FUNCTIONS = {"INT64_C": (1, "{0}"), "fs_floordiv_i64": (2, "({0} // {1})"),
-                "fs_mod_i64": (2, "({0} % {1})"), "fs_max_i64": (2, "max({0}, {1})"),
-                "fs_min_i64": (2, "min({0}, {1})")}
-
-
-def _c_div(a: int, b: int) -> int:  # C's '/': truncates toward zero
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _c_rem(a: int, b: int) -> int:  # C's '%': the sign of the dividend
-    return a - b * _c_div(a, b)
-
-
-class _CConditionTranslator:
-    """C integer condition text (what ``dpia.codegen_c.c_condition`` writes) → equivalent Python
-    source, by recursive descent with C's precedences.  Only integer literals, the size symbols,
-    arithmetic, comparisons, ``&& || !`` and the helpers of ``_C_FUNCTIONS`` are accepted."""
-
-    def __init__(self, text: str, symbols, where: str):
-        self.text, self.symbols, self.where = text, set(symbols), where
-        self.tokens, pos = [], 0
-        while pos < len(text):
-            m = _C_TOKEN.match(text, pos)
-            if m is None or m.end() == pos:
-                if text[pos:].strip() == "":
-                    break
-                self._fail(f"unexpected {text[pos:pos + 10]!r}")
-            self.tokens.append(("int", m[1]) if m[1] else ("name", m[2]) if m[2] else ("op", m[3]))
-            pos = m.end()
-        self.at = 0
-
-    def _fail(self, why: str):
-        raise ValueError(f"{self.where}: cannot evaluate the size condition {self.text!r}: {why}")
-
-    def _peek(self):
-        return self.tokens[self.at] if self.at < len(self.tokens) else ("end", "")
-
-    def _take(self, op: str | None = None):
-        token = self._peek()
-        if op is not None and token != ("op", op):
-            self._fail(f"expected {op!r}, found {token[1] or 'the end'!r}")
-        self.at += 1
-        return token
-
-    def translate(self) -> str:
-        source = self._binary(0)
-        if self._peek()[0] != "end":
-            self._fail(f"unexpected {self._peek()[1]!r}")
-        return source
-
-    # C binary operators by precedence level, lowest first, and how each is written in Python
-    # (comparisons and logic give bools, which are the ints 0 and 1 in arithmetic, as in C).
-    _LEVELS = (
-        {"||": "(bool({0}) or bool({1}))"},
-        {"&&": "(bool({0}) and bool({1}))"},
-        {"==": "({0} == {1})", "!=": "({0} != {1})"},
-        {"<": "({0} < {1})", "<=": "({0} <= {1})", ">": "({0} > {1})", ">=": "({0} >= {1})"},
-        {"+": "({0} + {1})", "-": "({0} - {1})"},
-        {"*": "({0} * {1})", "/": "_c_div({0}, {1})", "%": "_c_rem({0}, {1})"},
-    )
-
-    def _binary(self, level: int) -> str:
-        if level == len(self._LEVELS):
-            return self._unary()
-        left = self._binary(level + 1)
-        while True:
-            kind, value = self._peek()
-            if kind != "op" or value not in self._LEVELS[level]:
-                return left
-            self._take()
-            left = self._LEVELS[level][value].format(left, self._binary(level + 1))
-
-    def _unary(self) -> str:
-        kind, value = self._peek()
-        if kind == "op" and value in ("!", "-", "+"):
-            self._take()
-            operand = self._unary()
-            return f"(not {operand})" if value == "!" else f"({value}{operand})"
-        return self._primary()
-
-    def _primary(self) -> str:
-        kind, value = self._take()
-        if kind == "int":
-            return value
-        if kind == "op" and value == "(":
-            inner = self._binary(0)
-            self._take(")")
-            return f"({inner})"
-        if kind == "name" and self._peek() == ("op", "("):
-            if value not in _C_FUNCTIONS:
-                self._fail(f"unknown function {value}")
-            arity, template = _C_FUNCTIONS[value]
-            self._take("(")
-            args = [self._binary(0)]
-            while self._peek() == ("op", ","):
-                self._take()
-                args.append(self._binary(0))
-            self._take(")")
-            if len(args) != arity:
-                self._fail(f"{value} takes {arity} argument(s)")
-            return template.format(*args)
-        if kind == "name":
-            if value not in self.symbols:
-                self._fail(f"{value} is not a size symbol of the kernel")
-            return f"_s[{value!r}]"
-        self._fail(f"unexpected {value or 'end'!r}")
-
-
-def compile_constraint_check(symbols, c_conditions, where: str):
-    """A function from the size symbols' values (in ``symbols`` order) to 0 when every C condition
-    holds, else 1 + the index of the first that fails: the answer of ``K_check_sizes``."""
-    checks = [_CConditionTranslator(text, symbols, where).translate() for text in c_conditions]
-    body = "".join(f"    if not ({check}):\n        return {k + 1}\n" for k, check in enumerate(checks))
-    source = ("def _check(_values):\n"
-              f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
-              f"{body}    return 0\n")
-    namespace = {"_c_div": _c_div, "_c_rem": _c_rem,
-                 "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict, "bool": bool}}
-    exec(compile(source, f"<size checks of {where}>", "exec"), namespace)
-    return namespace["_check"]
-
-
-# ----------------------------------------------------------------------------- executables
 
 @dataclass(frozen=True)
 class LaunchProfile:
@@ -402,8 +103,7 @@ class OpenCLExecutable:
             for pname, ty in interface.params)
         self._size_getter = size_getter(interface)
         self._symbols = tuple(s.symbol for s in interface.sizes)
-        self._check_sizes = compile_constraint_check(
-            self._symbols, [c.c_expr for c in interface.constraints], name)
+        self._check_sizes = compile_constraint_check(self._symbols, [c.cond for c in interface.constraints], name)
 
         # Per output buffer (one, or one per component of a tuple result): its rank and dtype.
         self._outputs = tuple(b for b in artifact.buffers.values() if b.role == "output")
@@ -447,7 +147,7 @@ class OpenCLExecutable:
                 raise ValueError(f"{where}: input buffer {bname!r} holds {buf.elem}, but the "
                                  f"parameter is {type_str(self._param_type(bname))}")
         statuses = [b for b in a.buffers.values() if b.role == "status"]
-        if len(statuses) > 1 or any(b.elem != STATUS_ELEM or b.count != str(len(a.launches)) for b in statuses):
+        if len(statuses) > 1 or any(b.elem != STATUS_ELEM or b.count != len(a.launches) for b in statuses):
             raise ValueError(f"{where}: needs at most one 'status' buffer, of {STATUS_ELEM} and one "
                              f"element per launch ({len(a.launches)})")
         if statuses and any(statuses[0].name not in launch.args for launch in a.launches):

@@ -1,0 +1,262 @@
+"""Size expressions and size conditions (sympy, over the size symbols of ``shape.sizes``) as text
+of a target language: C and OpenCL C (exact int64 with the helpers of ``clib/fsmooth_scalar.h``),
+Python (exact integers, for the OpenCL launcher's host-side size functions) and JSON (a tree for
+the embed manifest).
+
+One walk over the expression (``print_size``, ``print_condition``) serves every target; a
+``SizeTarget`` says how each operation is written.  Integer divisions come in three kinds:
+``floor``/``ceiling`` of a quotient (floor or ceiling division with any signs), a fraction whose
+value is known to be an integer (a size formula such as ``n*(n + 1)/2``), and the quotients and
+remainders that an index computation has proven to have a nonnegative dividend and a positive
+divisor (``NonnegativeQuotient``, ``NonnegativeMod``), where C's truncating ``/`` and ``%`` are
+right.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy
+
+from fsmooth.errors import CompileError
+
+
+class NonnegativeMod(sympy.Function):
+    """Mod(a, d) where a ≥ 0 and d ≥ 1 are proven: there C's ``%`` is Python's, no helper needed."""
+
+
+class NonnegativeQuotient(sympy.Function):
+    """floor(a / d) where a ≥ 0 and d ≥ 1 are proven: there C's ``/`` is Python's ``//``."""
+
+
+@dataclass(frozen=True)
+class SizeTarget:
+    """How one target writes each operation of a size expression.  Templates take the printed
+    operands as ``{0}``, ``{1}``; a sum, product, minimum or maximum of several operands, and a
+    conjunction or disjunction, fold left over them and ``group`` wraps the fold once."""
+
+    name: str
+    integer: Callable[[int], str]
+    symbol: Callable[[str], str]
+    group: str
+    add: str
+    subtract: str
+    multiply: str
+    negate: str
+    exact_quotient: str  # num / den where den is a positive integer constant dividing num
+    quotient: str  # num / den, den symbolic: a size that is an integer
+    floor_quotient: str
+    ceiling_quotient: str
+    modulo: str  # the sign of the divisor, as Python's %
+    truncating_quotient: str  # NonnegativeQuotient
+    truncating_modulo: str  # NonnegativeMod
+    maximum: str
+    minimum: str
+    relations: dict  # sympy relation class -> template
+    conjunction: str
+    disjunction: str
+    negation: str
+    true: str
+    false: str
+
+
+_RELATION_SYMBOLS = {sympy.GreaterThan: ">=", sympy.StrictGreaterThan: ">", sympy.LessThan: "<=",
+                     sympy.StrictLessThan: "<", sympy.Equality: "==", sympy.Unequality: "!="}
+
+C = SizeTarget(
+    name="C",
+    integer=lambda n: str(n) if abs(n) < 2**31 else f"INT64_C({n})",
+    symbol=lambda name: name,
+    group="({0})", add="{0} + {1}", subtract="{0} - {1}", multiply="{0} * {1}", negate="(-{0})",
+    # the size is an integer, so num is a multiple of den: truncation is exact
+    exact_quotient="({0} / {1})", quotient="fs_floordiv_i64({0}, {1})",
+    floor_quotient="fs_floordiv_i64({0}, {1})", ceiling_quotient="fs_ceildiv_i64({0}, {1})",
+    modulo="fs_mod_i64({0}, {1})", truncating_quotient="({0} / {1})", truncating_modulo="({0} % {1})",
+    maximum="fs_max_i64({0}, {1})", minimum="fs_min_i64({0}, {1})",
+    relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
+    conjunction="{0} && {1}", disjunction="{0} || {1}", negation="(!{0})", true="1", false="0",
+)
+
+# The OpenCL prelude carries clib/fsmooth_scalar.h, so OpenCL C writes sizes as C does.
+OPENCL_C = C
+
+# Python's // and % are floor division and the divisor's sign: fs_floordiv_i64 and fs_mod_i64.
+# ``_exact_div`` (``compile_size_function``) raises where a fraction is not an integer after all.
+PYTHON = SizeTarget(
+    name="Python",
+    integer=str,
+    symbol=lambda name: f"_s[{name!r}]",
+    group="({0})", add="{0} + {1}", subtract="{0} - {1}", multiply="{0} * {1}", negate="(-{0})",
+    exact_quotient="_exact_div({0}, {1})", quotient="_exact_div({0}, {1})",
+    floor_quotient="({0} // {1})", ceiling_quotient="(-((-{0}) // {1}))",
+    modulo="({0} % {1})", truncating_quotient="({0} // {1})", truncating_modulo="({0} % {1})",
+    maximum="max({0}, {1})", minimum="min({0}, {1})",
+    relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
+    conjunction="{0} and {1}", disjunction="{0} or {1}", negation="(not {0})", true="True", false="False",
+)
+
+# JSON text of a tree: a number, a size symbol's name, or [operation, operands...] with the
+# operations named as in C ("floordiv" and "ceildiv" round toward -inf and +inf, "mod" takes
+# the divisor's sign, "/" is exact).
+JSON = SizeTarget(
+    name="JSON",
+    integer=str,
+    symbol=json.dumps,
+    group="{0}", add='["+", {0}, {1}]', subtract='["-", {0}, {1}]', multiply='["*", {0}, {1}]',
+    negate='["neg", {0}]',
+    exact_quotient='["/", {0}, {1}]', quotient='["/", {0}, {1}]',
+    floor_quotient='["floordiv", {0}, {1}]', ceiling_quotient='["ceildiv", {0}, {1}]',
+    modulo='["mod", {0}, {1}]', truncating_quotient='["floordiv", {0}, {1}]', truncating_modulo='["mod", {0}, {1}]',
+    maximum='["max", {0}, {1}]', minimum='["min", {0}, {1}]',
+    relations={r: f'["{op}", {{0}}, {{1}}]' for r, op in _RELATION_SYMBOLS.items()},
+    conjunction='["&&", {0}, {1}]', disjunction='["||", {0}, {1}]', negation='["!", {0}]',
+    true="true", false="false",
+)
+
+
+def print_size(e, target: SizeTarget, name_of=None) -> str:
+    """The integer sympy expression ``e`` in ``target``'s syntax; ``name_of(symbol)`` gives a
+    symbol's name there (default: the symbol's own name)."""
+    return _Printer(target, name_of or (lambda s: s.name)).integer(sympy.sympify(e))
+
+
+def print_condition(cond, target: SizeTarget, name_of=None) -> str:
+    """The sympy condition ``cond`` (relations of integer expressions under And, Or, Not)."""
+    return _Printer(target, name_of or (lambda s: s.name)).condition(sympy.sympify(cond))
+
+
+def size_json(e):
+    """The JSON tree (``JSON``) of a size expression, as Python data."""
+    return json.loads(print_size(e, JSON))
+
+
+def condition_json(cond):
+    """The JSON tree (``JSON``) of a size condition, as Python data."""
+    return json.loads(print_condition(cond, JSON))
+
+
+@dataclass(frozen=True)
+class _Printer:
+    target: SizeTarget
+    name_of: Callable
+
+    def _fold(self, template: str, operands: list[str]) -> str:
+        text = operands[0]
+        for operand in operands[1:]:
+            text = template.format(text, operand)
+        return text
+
+    def integer(self, e) -> str:
+        """``e``, whose value is an integer though a term of it may be a fraction."""
+        t = self.target
+        num, den = sympy.fraction(sympy.together(e))
+        if den == 1:
+            return self.term(e)
+        if den.is_Integer and den > 0:
+            return t.exact_quotient.format(self.term(sympy.expand(num)), self.term(den))
+        return t.quotient.format(self.term(num), self.term(den))
+
+    def _quotient(self, template: str, arg) -> str:
+        num, den = sympy.fraction(sympy.together(arg))
+        return template.format(self.integer(num), self.integer(den))
+
+    def term(self, e) -> str:
+        t = self.target
+        match e:
+            case sympy.Integer():
+                return t.integer(int(e))
+            case sympy.Symbol():
+                return t.symbol(self.name_of(e))
+            case sympy.Add():
+                terms = sorted(e.args, key=lambda a: a.could_extract_minus_sign())
+                text = self.term(terms[0])
+                for a in terms[1:]:
+                    text = (t.subtract.format(text, self.term(-a)) if a.could_extract_minus_sign()
+                            else t.add.format(text, self.term(a)))
+                return t.group.format(text)
+            case sympy.Mul():
+                coeff, rest = e.as_coeff_Mul()
+                if coeff == -1:
+                    return t.negate.format(self.term(rest))
+                return t.group.format(self._fold(t.multiply, [self.term(f) for f in e.args]))
+            case sympy.Pow() if e.exp.is_Integer and e.exp > 0:
+                return t.group.format(self._fold(t.multiply, [self.term(e.base)] * int(e.exp)))
+            case sympy.floor():
+                return self._quotient(t.floor_quotient, e.args[0])
+            case sympy.ceiling():
+                return self._quotient(t.ceiling_quotient, e.args[0])
+            case sympy.Mod():
+                return t.modulo.format(self.integer(e.args[0]), self.integer(e.args[1]))
+            case NonnegativeMod():
+                return t.truncating_modulo.format(self.integer(e.args[0]), self.integer(e.args[1]))
+            case NonnegativeQuotient():
+                return t.truncating_quotient.format(self.integer(e.args[0]), self.integer(e.args[1]))
+            case sympy.Max():
+                return self._fold(t.maximum, [self.integer(a) for a in e.args])
+            case sympy.Min():
+                return self._fold(t.minimum, [self.integer(a) for a in e.args])
+        raise CompileError(f"cannot express the size {e} in {t.name}")
+
+    def condition(self, cond) -> str:
+        t = self.target
+        if cond is sympy.true:
+            return t.true
+        if cond is sympy.false:
+            return t.false
+        match cond:
+            case sympy.And():
+                return t.group.format(self._fold(t.conjunction, [self.condition(a) for a in cond.args]))
+            case sympy.Or():
+                return t.group.format(self._fold(t.disjunction, [self.condition(a) for a in cond.args]))
+            case sympy.Not():
+                return t.negation.format(self.condition(cond.args[0]))
+        template = t.relations.get(type(cond))
+        if template is None:
+            raise CompileError(f"cannot express the size constraint {cond} in {t.name}")
+        return template.format(self.integer(cond.lhs), self.integer(cond.rhs))
+
+
+# ----------------------------------------------------------------------------- Python functions
+
+def _exact_div(where: str):
+    def exact_div(num: int, den: int) -> int:
+        quotient, remainder = divmod(num, den)
+        if remainder:
+            raise RuntimeError(f"{where}: the size formula gave the non-integer {num}/{den}")
+        return quotient
+    return exact_div
+
+
+def _python_function(symbols, body: str, where: str, what: str):
+    source = (f"def _f(_values):\n"
+              f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
+              f"{body}")
+    namespace = {"_exact_div": _exact_div(where), "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict}}
+    exec(compile(source, f"<{what} of {where}>", "exec"), namespace)
+    return namespace["_f"]
+
+
+def _check_symbols(symbols, exprs, where: str) -> None:
+    for e in exprs:
+        unknown = {s.name for s in sympy.sympify(e).free_symbols} - set(symbols)
+        if unknown:
+            raise ValueError(f"{where}: the size formula {e} uses {', '.join(sorted(unknown))}, "
+                             f"which are not size symbols of the kernel")
+
+
+def compile_size_function(symbols, exprs, where: str):
+    """A function from a tuple of the size symbols' values (in ``symbols`` order, by name) to the
+    tuple of the integer values of ``exprs``, built once: no sympy in the call."""
+    _check_symbols(symbols, exprs, where)
+    terms = "".join(print_size(e, PYTHON) + ", " for e in exprs)
+    return _python_function(symbols, f"    return ({terms})\n", where, "sizes")
+
+
+def compile_constraint_check(symbols, conditions, where: str):
+    """A function from the size symbols' values (in ``symbols`` order) to 0 when every condition
+    holds, else 1 + the index of the first that fails: the answer of ``K_check_sizes``."""
+    _check_symbols(symbols, conditions, where)
+    body = "".join(f"    if not {print_condition(c, PYTHON)}:\n        return {k + 1}\n"
+                   for k, c in enumerate(conditions))
+    return _python_function(symbols, body + "    return 0\n", where, "size checks")
