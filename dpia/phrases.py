@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth import prims
+from fsmooth.traversal import Traversal
 from fsmooth.types import Scalar
 
 # ----------------------------------------------------------------------------- data types
@@ -368,6 +369,14 @@ class DoubleBuffer(Phrase):
     data: Data
     body: Phrase
     after: Phrase  # a command in which ``state`` is the final state
+
+
+# ----------------------------------------------------------------------------- traversal
+
+_traversal = Traversal(Phrase)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
 
 
 def seq(*cmds: Phrase) -> Phrase:

@@ -74,6 +74,7 @@ import sympy
 
 from fsmooth.core import Lit, Var
 from fsmooth.errors import Loc
+from fsmooth.traversal import Traversal
 from fsmooth.types import Scalar, Type
 
 Atom = Var | Lit
@@ -235,6 +236,13 @@ class Call(Term):
     # True: the callee's size constraints are not implied by the caller's (the call is under a
     # branch, or its sizes depend on data): the generated code checks them before the call.
     check_sizes: bool = False
+
+
+# The children of a term are its sub-terms (atoms and refs are not terms).
+_traversal = Traversal(Term)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
 
 
 @dataclass(frozen=True)

@@ -352,38 +352,11 @@ def result_dest(ty, dest: str) -> ir.Ref:
     return ir.RVar(dest) if isinstance(ty, ArrayT) else ir.Bullet()
 
 
-def _callees(e: core.Expr) -> set:
-    match e:
-        case core.Call(fn, args):
-            return {fn}
-        case core.Let(_, rhs, body):
-            return _callees(rhs) | _callees(body)
-        case core.If(_, a, b):
-            return _callees(a) | _callees(b)
-        case core.Build(_, fn) | core.Ifold(fn, _, _):
-            return _callees(fn.body)
-    return set()
-
-
-def callees_first(p: core.Program) -> list[str]:
-    order: list[str] = []
-
-    def visit(name):
-        if name not in order:
-            for callee in sorted(_callees(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order
-
-
 def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:
     """D⟦·⟧ of every kernel (callees before callers), with regions laid out on the arena."""
     functions = kernel_functions(p)
     kernels: dict = {}
-    for name in callees_first(p):
+    for name in core.callees_first(p):
         kernels[name] = _KernelTranslator(p.kernels[name], functions, kernels, shapes).kernel()
     return layout_program(ir.Program(kernels, p.entry))
 

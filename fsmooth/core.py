@@ -20,6 +20,7 @@ import numpy as np
 
 from . import prims
 from .errors import Loc
+from .traversal import Traversal
 from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, TupleT, Type, element_scalar, rank
 
 
@@ -333,35 +334,51 @@ def flatten_tuples(args) -> list:
     return [leaf for a in args for leaf in (flatten_tuples(a) if isinstance(a, tuple) else [a])]
 
 
-# ----------------------------------------------------------------------------- traversal helpers
+# ----------------------------------------------------------------------------- traversal
+
+_traversal = Traversal(Expr)
+children = _traversal.children  # a lambda's body is the lambda's child
+map_children = _traversal.map_children
+walk = _traversal.walk
+
 
 def free_vars(e: Expr) -> frozenset[str]:
     match e:
         case Var(name):
             return frozenset([name])
-        case Lit():
-            return frozenset()
-        case PrimApp(_, args) | Call(_, args) | Tuple(args):
-            return frozenset().union(*(free_vars(a) for a in args))
-        case Proj(tup):
-            return free_vars(tup)
-        case If(c, a, b):
-            return free_vars(c) | free_vars(a) | free_vars(b)
         case Let(name, rhs, body):
             return free_vars(rhs) | (free_vars(body) - {name})
         case Lam(params, body):
             return free_vars(body) - {n for n, _ in params}
-        case App(fn, args):
-            return free_vars(fn).union(*(free_vars(a) for a in args))
-        case Build(size, fn):
-            return free_vars(size) | free_vars(fn)
-        case Ifold(fn, init, count):
-            return free_vars(fn) | free_vars(init) | free_vars(count)
-        case Length(arr):
-            return free_vars(arr)
-        case Get(arr, idx):
-            return free_vars(arr) | free_vars(idx)
-    raise AssertionError(e)
+    return frozenset().union(*(free_vars(child) for child in children(e)))
+
+
+def substitute(e: Expr, replacements: dict[str, Expr]) -> Expr:
+    """``e`` with each free ``Var`` named in ``replacements`` replaced.  Capture-free because
+    binders are unique within a kernel after ``fsmooth.anf.anf_kernel``."""
+    if isinstance(e, Var):
+        return replacements.get(e.name, e)
+    return map_children(lambda child: substitute(child, replacements), e)
+
+
+def called_kernels(e: Expr) -> frozenset[str]:
+    """The kernels ``e`` calls."""
+    return frozenset(node.fn for node in walk(e) if isinstance(node, Call))
+
+
+def callees_first(p: Program) -> list[str]:
+    """The kernels of ``p``, each after every kernel it calls (F̃ has no recursion)."""
+    order: list[str] = []
+
+    def visit(name: str):
+        if name not in order:
+            for callee in sorted(called_kernels(p.kernels[name].body)):
+                visit(callee)
+            order.append(name)
+
+    for name in p.kernels:
+        visit(name)
+    return order
 
 
 def is_atom(e: Expr) -> bool:

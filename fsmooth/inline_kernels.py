@@ -11,8 +11,8 @@ The callee kept in the program is unchanged: it is still compiled and exported o
 from __future__ import annotations
 
 from . import core
-from .core import Call, Expr
-from .anf import children, anf_kernel
+from .anf import anf_kernel
+from .core import Expr, called_kernels, children
 
 SMALL_KERNEL = 100
 """Largest body, in expression nodes after its own optimisation, of a kernel whose calls are
@@ -23,11 +23,6 @@ dozen lines of C, so the copies stay cheap."""
 
 def size(e: Expr) -> int:
     return 1 + sum(size(child) for child in children(e))
-
-
-def called_kernels(e: Expr) -> frozenset[str]:
-    here = frozenset([e.fn]) if isinstance(e, Call) else frozenset()
-    return here.union(*(called_kernels(child) for child in children(e)))
 
 
 def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.KernelDef:

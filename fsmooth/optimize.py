@@ -20,14 +20,14 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
-from .inline_kernels import called_kernels, inline_small_kernels
+from .inline_kernels import inline_small_kernels
 from .options import Options
 from .anf import anf_kernel
 
 
 def optimize_program(p: core.Program, options: Options) -> core.Program:
     kernels = dict(p.kernels)
-    for name in callees_first(p):
+    for name in core.callees_first(p):
         kernels[name] = optimize_kernel(core.Program(kernels, p.entry), kernels[name], options)
     return core.Program(kernels, p.entry)
 
@@ -54,18 +54,3 @@ def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options) 
             k = anf_kernel(program, replace(k, body=rewrite(k.body)))
         if k == before:
             return k
-
-
-def callees_first(p: core.Program) -> list[str]:
-    """The kernels of ``p``, each after every kernel it calls (F̃ has no recursion)."""
-    order: list[str] = []
-
-    def visit(name: str):
-        if name not in order:
-            for callee in sorted(called_kernels(p.kernels[name].body)):
-                visit(callee)
-            order.append(name)
-
-    for name in p.kernels:
-        visit(name)
-    return order

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from fsmooth.errors import Loc
+from fsmooth.traversal import Traversal
 
 
 class SExpr:
@@ -114,6 +115,12 @@ class STuple(SExpr):
 class SProj(SExpr):
     arg: SExpr
     index: int
+
+
+_traversal = Traversal(SExpr)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
 
 
 CARD_OPS = {
