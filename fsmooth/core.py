@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from . import prims
-from .errors import Loc
+from .errors import IRError, Loc
 from .traversal import Traversal
 from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, TupleT, Type, element_scalar, rank
 
@@ -386,3 +386,73 @@ def is_atom(e: Expr) -> bool:
 
 
 INDEX_TYPES = (Index, Card)
+
+
+# ----------------------------------------------------------------------------- verification
+
+def verify(program: Program) -> None:
+    """Raise ``IRError`` unless every variable is in scope and every call names a kernel of
+    ``program`` (kernels may be used as function values before the anf stage)."""
+    for k in program.kernels.values():
+        _check_scope(k.body, frozenset(n for n, _ in k.params) | set(program.kernels), program, k.name)
+
+
+def verify_anf(program: Program) -> None:
+    """``verify``, and what the anf stage guarantees: no helpers, binders unique within each
+    kernel, operands atoms, lambdas only as the functions of ``build``/``ifold``, no ``App``."""
+    for k in program.kernels.values():
+        if k.is_helper:
+            raise IRError(f"kernel {k.name}: a helper kernel is left after the anf stage")
+        _check_scope(k.body, frozenset(n for n, _ in k.params), program, k.name)
+        binders = [n for n, _ in k.params] + [name for e in walk(k.body) for name in _binders(e)]
+        duplicated = sorted({n for n in binders if binders.count(n) > 1})
+        if duplicated:
+            raise IRError(f"kernel {k.name}: binders not unique: {', '.join(duplicated)}")
+        _check_anf(k.body, k.name)
+
+
+def _binders(e: Expr) -> list[str]:
+    match e:
+        case Let(name):
+            return [name]
+        case Lam(params):
+            return [n for n, _ in params]
+    return []
+
+
+def _check_scope(e: Expr, scope: frozenset, program: Program, kernel: str) -> None:
+    match e:
+        case Var(name) if name not in scope:
+            raise IRError(f"kernel {kernel}: variable '{name}' is not in scope")
+        case Call(fn) if fn not in program.kernels:
+            raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
+        case Let(name, rhs, body):
+            _check_scope(rhs, scope, program, kernel)
+            _check_scope(body, scope | {name}, program, kernel)
+            return
+        case Lam(params, body):
+            _check_scope(body, scope | {n for n, _ in params}, program, kernel)
+            return
+    for child in children(e):
+        _check_scope(child, scope, program, kernel)
+
+
+def _check_anf(e: Expr, kernel: str) -> None:
+    match e:
+        case Let(_, Let() as rhs):
+            raise IRError(f"kernel {kernel}: nested let in the right-hand side of a let: {show(rhs)}")
+        case App():
+            raise IRError(f"kernel {kernel}: application left after the anf stage: {show(e)}")
+        case Build(size, fn) | Ifold(fn, size, _) if not isinstance(fn, Lam):
+            raise IRError(f"kernel {kernel}: the function of {show(e)} is not a lambda")
+    operands = {PrimApp: "args", Call: "args", Tuple: "items", Proj: "tup", Get: ("arr", "idx"),
+                Length: "arr", If: "cond", Build: "size", Ifold: ("init", "count")}.get(type(e), ())
+    for name in (operands,) if isinstance(operands, str) else operands:
+        value = getattr(e, name)
+        for operand in value if isinstance(value, tuple) else (value,):
+            if not is_atom(operand):
+                raise IRError(f"kernel {kernel}: operand '{name}' of {type(e).__name__} is not an atom: {show(operand)}")
+    for child in children(e):
+        if isinstance(child, Lam) and not isinstance(e, (Build, Ifold)):
+            raise IRError(f"kernel {kernel}: lambda outside build/ifold: {show(child)}")
+        _check_anf(child, kernel)

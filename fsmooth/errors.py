@@ -46,3 +46,8 @@ class CompileError(Exception):
             width = max(1, min(width, len(line) - loc.col_offset))
             text += f"\n    {line}\n    {' ' * loc.col_offset}^{'~' * (width - 1)}"
         return text
+
+
+class IRError(Exception):
+    """An ill-formed intermediate program (``verify`` of an IR found it): a bug in the compiler,
+    never in the user's program.  The message names the kernel and what is wrong."""
