@@ -35,7 +35,7 @@ from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
-                   c_type, indent, index_symbol, is_reserved, strip_parentheses, subphrases)
+                   c_type, indent, index_symbol, is_reserved, strip_parentheses)
 
 # The exported kernels' own names are global too: the names a kernel may not have.
 _MATH_FUNCTIONS = frozenset("""
@@ -109,7 +109,7 @@ class CKernelEmitter(KernelEmitter):
         variant a region or a callee's scratch inside the body sits at the same offset in every
         iteration unless that offset depends on the index (the DPS stage's per-iteration
         regions).  Boehm's collector is not told about OpenMP threads: no allocation under gc."""
-        for c in subphrases(body):
+        for c in p.walk(body):
             match c:
                 case p.New(_, _, _, offset) if offset is not None:
                     if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, index)):

@@ -20,7 +20,6 @@ and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
@@ -524,21 +523,11 @@ def _integral(d: p.Data) -> bool:
 
 def _writes(c: p.Phrase, name: str) -> bool:
     """Whether command ``c`` writes the variable ``name``."""
-    for sub in subphrases(c):
+    for sub in p.walk(c):
         match sub:
             case p.Assign(p.Ident(target)) | p.CallCmd(_, p.Ident(target)) if target == name:
                 return True
     return False
-
-
-def subphrases(ph: p.Phrase):
-    """``ph`` and every phrase inside it."""
-    yield ph
-    for f in dataclasses.fields(ph):
-        value = getattr(ph, f.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, p.Phrase):
-                yield from subphrases(item)
 
 
 def index_symbol(cname: str) -> sympy.Symbol:

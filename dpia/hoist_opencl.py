@@ -38,8 +38,7 @@ from fsmooth.names import NameSupply
 from fsmooth.types import Card, Index, Scalar
 
 from . import phrases as p
-from .strategy_check import (PARALLEL, check_passive, children, level_of, map_children, private_count,
-                             region_spaces, resolve_levels)
+from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels
 
 MAX_LOCAL = 256
 DEFAULT_LOCAL = 64
@@ -190,7 +189,7 @@ def _integer(d: p.Data) -> bool:
 def _writes_to(c: p.Phrase, name: str) -> bool:
     if isinstance(c, p.Ident) and c.name == name and isinstance(c.type, p.AccT):
         return True
-    return any(_writes_to(ph, name) for ph in children(c))
+    return any(_writes_to(ph, name) for ph in p.children(c))
 
 
 def _size_arithmetic(e: p.Phrase, scalars: set) -> bool:
@@ -211,7 +210,7 @@ def _size_arithmetic(e: p.Phrase, scalars: set) -> bool:
 def _news(c: p.Phrase):
     if isinstance(c, p.New):
         yield c
-    for ph in children(c):
+    for ph in p.children(c):
         yield from _news(ph)
 
 
@@ -225,7 +224,7 @@ def free_identifiers(c: p.Phrase) -> set:
             names |= {s.name for s in sympy.sympify(e).free_symbols}
         case p.ParFor(size=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
-    for ph in children(c):
+    for ph in p.children(c):
         names |= free_identifiers(ph)
     return names
 
@@ -257,7 +256,7 @@ def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phras
             return acc
         case p.Ident(n, p.ExpT()) if n == name:
             return exp
-    return map_children(c, lambda ph: _substitute(ph, name, acc, exp))
+    return p.map_children(lambda ph: _substitute(ph, name, acc, exp), c)
 
 
 def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes) -> p.Phrase:
@@ -283,7 +282,7 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
-    return map_children(c, lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes))
+    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
 
 
 # ----------------------------------------------------------------------------- NDRange
@@ -318,14 +317,14 @@ def _loops_at_top(c: p.Phrase):
     if isinstance(c, p.ParFor):
         yield c
         return
-    for ph in children(c):
+    for ph in p.children(c):
         yield from _loops_at_top(ph)
 
 
 def _all_loops(c: p.Phrase):
     if isinstance(c, p.ParFor):
         yield c
-    for ph in children(c):
+    for ph in p.children(c):
         yield from _all_loops(ph)
 
 
@@ -337,5 +336,5 @@ def _global_dims(c: p.Phrase, depth: int, dims: list):
             dims.append(c.size if width == 1 else sympy.ceiling(sympy.sympify(c.size) / width))
         _global_dims(c.body, depth + 1, dims)
         return
-    for ph in children(c):
+    for ph in p.children(c):
         _global_dims(ph, depth, dims)

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from fsmooth import prims
-from fsmooth.errors import Loc
+from fsmooth.errors import IRError, Loc
+from fsmooth.traversal import Traversal
 from fsmooth.types import Scalar
 
 # ----------------------------------------------------------------------------- data types
@@ -438,6 +439,13 @@ class Lane(Phrase):
     lane: int
     body: Phrase  # comm
 
+# ----------------------------------------------------------------------------- traversal
+
+_traversal = Traversal(Phrase)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
+
 
 def seq(*cmds: Phrase) -> Phrase:
     flat: list = []
@@ -611,3 +619,46 @@ def show_kernel(k: ImperativeKernel) -> str:
 
 def show_program(p: ImperativeProgram) -> str:
     return "\n\n".join(show_kernel(k) for k in p.kernels.values())
+
+
+# ----------------------------------------------------------------------------- verification
+
+def verify(program: ImperativeProgram) -> None:
+    """Raise ``IRError`` unless, in every kernel, every identifier is bound (a parameter, the
+    destination or one of its components, a size, or a binder around it), every call names a
+    kernel of ``program``, and the kernel's body is a command (comm)."""
+    for k in program.kernels.values():
+        scope = (frozenset(k.param_phrases) | {k.dest} | {s.name for s in k.sizes}
+                 | {f"{k.dest}{''.join(f'_{i}' for i in path)}" for path, _ in record_leaves(k.result_data)})
+        if isinstance(k.body, (Ident, Literal, NatExp, ScalarOp, Idx, Shift, Build, Ifold, Cond, Let, Bind,
+                               CallExp, Record, Proj)):
+            raise IRError(f"kernel {k.name}: the body is an expression, not a command: {show(k.body)}")
+        for phrase in (k.functional, k.body):
+            _check_scope(phrase, scope, program, k.name)
+
+
+def _bound(ph: Phrase) -> set:
+    """The identifiers ``ph`` binds in the phrases inside it."""
+    match ph:
+        case Let(name) | Bind(name) | New(name) | Alloc(name):
+            return {name}
+        case Build(index=index) | For(index=index):
+            return {index}
+        case Ifold(state=state, index=index):
+            return {state, index, f"{state}_next"}  # the buffer an iteration writes (from_dps.write_buffer)
+        case ParFor(index=index, out=out):
+            return {index, out}
+        case DoubleBuffer(index=index, state=state, out=out):
+            return {index, state, out}
+    return set()
+
+
+def _check_scope(ph: Phrase, scope: frozenset, program: ImperativeProgram, kernel: str) -> None:
+    match ph:
+        case Ident(name) if name not in scope:
+            raise IRError(f"kernel {kernel}: identifier '{name}' is not in scope")
+        case CallExp(fn) | CallCmd(fn) if fn not in program.kernels:
+            raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
+    inner = scope | _bound(ph)
+    for child in children(ph):
+        _check_scope(child, inner, program, kernel)

@@ -43,27 +43,6 @@ def _loc(loop: p.ParFor | None):
     return loop.strategy.loc if loop is not None and loop.strategy is not None else None
 
 
-def children(ph: p.Phrase):
-    """The phrases directly inside ``ph``."""
-    for f in dataclasses.fields(ph):
-        value = getattr(ph, f.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, p.Phrase):
-                yield item
-
-
-def map_children(ph: p.Phrase, f) -> p.Phrase:
-    """``ph`` with ``f`` applied to each phrase directly inside it."""
-    changes = {}
-    for fld in dataclasses.fields(ph):
-        value = getattr(ph, fld.name)
-        if isinstance(value, p.Phrase):
-            changes[fld.name] = f(value)
-        elif isinstance(value, tuple) and any(isinstance(v, p.Phrase) for v in value):
-            changes[fld.name] = tuple(f(v) if isinstance(v, p.Phrase) else v for v in value)
-    return dataclasses.replace(ph, **changes) if changes else ph
-
-
 def root(ph: p.Phrase) -> str | None:
     """The identifier an acceptor or expression path starts from."""
     match ph:
@@ -87,8 +66,8 @@ def resolve_levels(c: p.Phrase, outer: tuple = ()) -> p.Phrase:
             resolved = dataclasses.replace(s, level=level)
             return dataclasses.replace(c, strategy=resolved, body=resolve_levels(c.body, outer + (level,)))
         case p.For() | p.DoubleBuffer():
-            return map_children(c, lambda ph: resolve_levels(ph, outer + ("seq",)))
-    return map_children(c, lambda ph: resolve_levels(ph, outer))
+            return p.map_children(lambda ph: resolve_levels(ph, outer + ("seq",)), c)
+    return p.map_children(lambda ph: resolve_levels(ph, outer), c)
 
 
 def _level(loop: p.ParFor, outer: tuple) -> str:
@@ -161,14 +140,14 @@ def _collect(c: p.Phrase, outer: tuple, regions: frozenset, writers: dict, decla
             r = root(acc)
             if r in regions:
                 writers.setdefault(r, []).append(c)
-            for ph in children(c):
+            for ph in p.children(c):
                 _collect(ph, outer + (level_of(c) or "seq",), regions, writers, declared)
             return
         case p.For() | p.DoubleBuffer():
-            for ph in children(c):
+            for ph in p.children(c):
                 _collect(ph, outer + ("seq",), regions, writers, declared)
             return
-    for ph in children(c):
+    for ph in p.children(c):
         _collect(ph, outer, regions, writers, declared)
 
 
@@ -197,7 +176,7 @@ def check_passive(c: p.Phrase) -> None:
 def _parallel_loops(c: p.Phrase):
     if isinstance(c, p.ParFor) and level_of(c) in PARALLEL:
         yield c
-    for ph in children(c):
+    for ph in p.children(c):
         yield from _parallel_loops(ph)
 
 
@@ -210,7 +189,7 @@ def _bound(c: p.Phrase) -> set:
             names.add(out)
         case p.DoubleBuffer(state=state, out=out):
             names |= {state, out}
-    for ph in children(c):
+    for ph in p.children(c):
         names |= _bound(ph)
     return names
 
@@ -228,7 +207,7 @@ def _writes(c: p.Phrase, loop=None):
         case p.ParFor(acc=acc):  # a nested loop writes through its acceptor
             yield root(acc), c
     inner = c if isinstance(c, p.ParFor) else loop
-    for ph in children(c):
+    for ph in p.children(c):
         if isinstance(c, p.ParFor) and ph is c.acc:
             continue
         yield from _writes(ph, inner)

@@ -42,7 +42,6 @@ from . import phrases as p
 from .emit import (Alias, BufferVariable, KernelEmitter, RecordVariable, ScalarVariable, SymbolicInteger,
                    index_symbol)
 from .hoist_opencl import free_identifiers
-from .strategy_check import map_children
 
 if TYPE_CHECKING:
     from .codegen_opencl import OpenCLPlan
@@ -303,4 +302,4 @@ def _lane_of_vectors(c: p.Phrase, vectors: frozenset, k: int, width: int) -> p.P
             vector = p.Ident(name, type(ty)(p.Vec(scalar, width)))
             return p.Idx(p.AsScalar(vector, p.Arr(sympy.Integer(width), p.Num(scalar))),
                          p.Literal(k, p.Num(Index)), p.Num(scalar), sympy.Integer(width))
-    return map_children(c, lambda ph: _lane_of_vectors(ph, vectors, k, width))
+    return p.map_children(lambda ph: _lane_of_vectors(ph, vectors, k, width), c)

@@ -23,13 +23,13 @@ from dataclasses import replace
 from fsmooth.shape.sizes import size_symbol
 
 from . import ir
-from .terms import children, ifold_buffers, rebase
+from .terms import ifold_buffers, rebase
 
 
 def hoist_allocs(t: ir.Term, sizes: frozenset[str]) -> ir.Term:
     """``t`` with every alloc whose size is over ``sizes`` (the kernel's size symbols) out of
     the loops around it."""
-    t = children(t, lambda u: hoist_allocs(u, sizes))
+    t = ir.map_children(lambda u: hoist_allocs(u, sizes), t)
     if not isinstance(t, (ir.Build, ir.Ifold)):
         return t
     parallel = isinstance(t, ir.Build) and t.parallel

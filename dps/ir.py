@@ -68,13 +68,14 @@ A DPS kernel: Kernel(name, dest, params, result, result_dims, body, sizes, const
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import sympy
 
 from fsmooth.core import Lit, Var
-from fsmooth.errors import Loc
-from fsmooth.types import Scalar, Type
+from fsmooth.errors import IRError, Loc
+from fsmooth.traversal import Traversal
+from fsmooth.types import Scalar, TupleT, Type
 
 Atom = Var | Lit
 ALIGN = 16  # bytes; every region starts on this boundary
@@ -237,6 +238,13 @@ class Call(Term):
     check_sizes: bool = False
 
 
+# The children of a term are its sub-terms (atoms and refs are not terms).
+_traversal = Traversal(Term)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
+
+
 @dataclass(frozen=True)
 class SizeConstraint:
     cond: sympy.Basic  # a relation over size symbols
@@ -270,3 +278,68 @@ def buffer_names(buffers) -> tuple:
     if isinstance(buffers, str):
         return (buffers,)
     return tuple(name for entry in buffers for name in buffer_names(entry))
+
+
+def verify(program: Program) -> None:
+    """Raise ``IRError`` unless, in every kernel, every variable (as an atom or as a symbol of a
+    size or offset) is in scope, every region a destination names is allocated around it (or
+    is the kernel's destination), every ``StateDest`` is inside its ifold, and every call names
+    a kernel of ``program``."""
+    for k in program.kernels.values():
+        variables = frozenset(n for n, _, _ in k.params) | {s.name for s in k.sizes}
+        _check(k.body, variables, frozenset(_destinations(k.dest, k.result)), frozenset(), program, k.name)
+
+
+def _destinations(dest: str, ty) -> list[str]:
+    """The kernel's destination and, for a tuple result, its components' (``out_0``, ...)."""
+    if isinstance(ty, TupleT):
+        return [dest] + [n for i, t in enumerate(ty.items) for n in _destinations(f"{dest}_{i}", t)]
+    return [dest]
+
+
+def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset, program: Program,
+           kernel: str) -> None:
+    def fail(what: str):
+        raise IRError(f"kernel {kernel}: {what} in {type(t).__name__}")
+
+    for value in (getattr(t, f.name) for f in fields(t)):
+        _check_uses(value, variables, regions, states, fail)
+    if isinstance(t, Call) and t.fn not in program.kernels:
+        fail(f"call of '{t.fn}', which is not a kernel of the program")
+    if isinstance(t, Ifold):
+        for b in buffer_names(t.buffers):
+            if b not in regions:
+                fail(f"ifold buffer '{b}' is not an allocated region")
+    for child in children(t):
+        inner_vars, inner_regions, inner_states = variables, regions, states
+        match t:
+            case Let(name, _, body) if child is body:
+                inner_vars = variables | {name}
+            case Alloc(region):
+                inner_regions = regions | {region}
+            case Build(index=index):
+                inner_vars = variables | {index}
+            case Ifold(state=state, index=index, body=body) if child is body:
+                inner_vars, inner_states = variables | {state, index}, states | {state}
+        _check(child, inner_vars, inner_regions, inner_states, program, kernel)
+
+
+def _check_uses(value, variables: frozenset, regions: frozenset, states: frozenset, fail) -> None:
+    """The variables, regions and ifold states ``value`` (a field of a term) uses."""
+    match value:
+        case Var(name) if name not in variables:
+            fail(f"variable '{name}' is not in scope")
+        case sympy.Basic():
+            for s in value.free_symbols:
+                if s.name not in variables:
+                    fail(f"size variable '{s.name}' is not in scope")
+        case RVar(name) if name not in regions:
+            fail(f"region '{name}' is not allocated here")
+        case StateDest(state) if state not in states:
+            fail(f"destination of ifold state '{state}' outside that ifold")
+        case Offset(base, elems):
+            _check_uses(base, variables, regions, states, fail)
+            _check_uses(elems, variables, regions, states, fail)
+        case RTuple(items) | tuple(items):
+            for item in items:
+                _check_uses(item, variables, regions, states, fail)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import ir
-from .terms import children, rebase
+from .terms import rebase
 
 
 def merge_allocs(t: ir.Term, fixed: frozenset[str]) -> ir.Term:
     """``t`` with its consecutive allocs merged; ``fixed``: the regions that must stay apart."""
-    t = children(t, lambda u: merge_allocs(u, fixed))
+    t = ir.map_children(lambda u: merge_allocs(u, fixed), t)
     match t:
         case ir.Alloc(r1, elem, n1, ir.Alloc(r2, elem2, n2, body)) \
                 if elem == elem2 and r1 not in fixed and r2 not in fixed:

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import ir
-from .terms import children
 
 
 def mark_parallel(t: ir.Term) -> ir.Term:
     """``t`` with its outermost builds marked parallel."""
     if isinstance(t, ir.Build):
         return replace(t, parallel=True)
-    return children(t, mark_parallel)
+    return ir.map_children(mark_parallel, t)

@@ -20,7 +20,7 @@ from .hoist import hoist_allocs
 from .layout import layout_program
 from .merge import merge_allocs
 from .parallel import mark_parallel
-from .terms import children, ifold_buffers, map_refs, names_used, regions_used
+from .terms import ifold_buffers, map_refs, names_used, regions_used
 
 
 # ----------------------------------------------------------------------------- rules
@@ -84,7 +84,7 @@ RULES = (empty_allocation, dead_allocation, cardinality, dead_cardinality)
 
 
 def rewrite(t: ir.Term) -> ir.Term:
-    t = children(t, rewrite)
+    t = ir.map_children(rewrite, t)
     for rule in RULES:
         new = rule(t)
         if new is not None:

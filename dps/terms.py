@@ -1,4 +1,4 @@
-"""Traversals of DPS-F̃ terms shared by the storage passes: sub-terms, destination refs,
+"""Traversals of DPS-F̃ terms shared by the storage passes, beyond ``ir.walk``: destination refs,
 the regions and names a term uses, and moving a region's refs to another place."""
 from __future__ import annotations
 
@@ -11,41 +11,18 @@ from fsmooth.core import Var
 from . import ir
 
 
-def children(t: ir.Term, f) -> ir.Term:
-    """``t`` with ``f`` applied to each sub-term."""
-    match t:
-        case ir.Let(_, rhs, body):
-            return replace(t, rhs=f(rhs), body=f(body))
-        case ir.If(_, a, b):
-            return replace(t, then=f(a), orelse=f(b))
-        case ir.Alloc() | ir.Build():
-            return replace(t, body=f(t.body))
-        case ir.Ifold():
-            return replace(t, body=f(t.body), init=f(t.init))
-    return t
-
-
 def map_refs(t: ir.Term, f) -> ir.Term:
     """``t`` with ``f`` applied to every destination ref in it."""
     match t:
         case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
             t = replace(t, dest=_map_ref(t.dest, f))
-    return children(t, lambda u: map_refs(u, f))
+    return ir.map_children(lambda u: map_refs(u, f), t)
 
 
 def _map_ref(ref: ir.Ref, f) -> ir.Ref:
     if isinstance(ref, ir.RTuple):
         return ir.RTuple(tuple(_map_ref(r, f) for r in ref.items))
     return f(ref)
-
-
-def subterms(t: ir.Term):
-    """``t`` and every term inside it."""
-    yield t
-    inner: list = []
-    children(t, lambda u: inner.append(u) or u)
-    for u in inner:
-        yield from subterms(u)
 
 
 def split_ref(ref: ir.Ref) -> tuple[ir.Ref, sympy.Expr]:
@@ -66,7 +43,7 @@ def regions_used(t: ir.Term) -> set[str]:
         return ref
 
     map_refs(t, see)
-    for u in subterms(t):
+    for u in ir.walk(t):
         if isinstance(u, ir.Ifold):
             used.update(ir.buffer_names(u.buffers))
     return used
@@ -75,7 +52,7 @@ def regions_used(t: ir.Term) -> set[str]:
 def ifold_buffers(t: ir.Term) -> set[str]:
     """The regions that array-state ifolds in ``t`` double-buffer (named, not ref'd, by the
     ifold: they cannot be moved into another region)."""
-    return {b for u in subterms(t) if isinstance(u, ir.Ifold) for b in ir.buffer_names(u.buffers)}
+    return {b for u in ir.walk(t) if isinstance(u, ir.Ifold) for b in ir.buffer_names(u.buffers)}
 
 
 def rebase(t: ir.Term, region: str, base: ir.Ref, shift: sympy.Expr) -> ir.Term:
@@ -106,7 +83,7 @@ def names_used(t: ir.Term) -> set[str]:
         size(split_ref(r)[1])
         return r
 
-    for u in subterms(t):
+    for u in ir.walk(t):
         match u:
             case ir.Atom_(a):
                 atom(a)

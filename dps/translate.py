@@ -20,7 +20,6 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.callgraph import callees_first
 from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
@@ -356,7 +355,7 @@ def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:
     """D⟦·⟧ of every kernel (callees before callers), with regions laid out on the arena."""
     functions = kernel_functions(p)
     kernels: dict = {}
-    for name in callees_first(p):
+    for name in core.callees_first(p):
         kernels[name] = _KernelTranslator(p.kernels[name], functions, kernels, shapes).kernel()
     return layout_program(ir.Program(kernels, p.entry))
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import math
 
 from . import prims
-from .core import Expr, If, Let, Lit, PrimApp
-from .anf import map_children, substitute
+from .core import Expr, If, Let, Lit, PrimApp, map_children, substitute
 
 
 def fold_constants(e: Expr) -> Expr:
-    e = map_children(e, fold_constants)
+    e = map_children(fold_constants, e)
     match e:
         case PrimApp(op, args, ty) if all(isinstance(a, Lit) for a in args):
             value = _value(op, [a.value for a in args], ty)

@@ -19,7 +19,8 @@ from typing import Mapping
 import numpy as np
 
 from . import prims
-from .errors import Loc
+from .errors import IRError, Loc
+from .traversal import Traversal
 from .types import ArrayT, Card, FunT, Index, NUMPY_DTYPE, Scalar, TupleT, Type, element_scalar, rank
 
 
@@ -333,35 +334,51 @@ def flatten_tuples(args) -> list:
     return [leaf for a in args for leaf in (flatten_tuples(a) if isinstance(a, tuple) else [a])]
 
 
-# ----------------------------------------------------------------------------- traversal helpers
+# ----------------------------------------------------------------------------- traversal
+
+_traversal = Traversal(Expr)
+children = _traversal.children  # a lambda's body is the lambda's child
+map_children = _traversal.map_children
+walk = _traversal.walk
+
 
 def free_vars(e: Expr) -> frozenset[str]:
     match e:
         case Var(name):
             return frozenset([name])
-        case Lit():
-            return frozenset()
-        case PrimApp(_, args) | Call(_, args) | Tuple(args):
-            return frozenset().union(*(free_vars(a) for a in args))
-        case Proj(tup):
-            return free_vars(tup)
-        case If(c, a, b):
-            return free_vars(c) | free_vars(a) | free_vars(b)
         case Let(name, rhs, body):
             return free_vars(rhs) | (free_vars(body) - {name})
         case Lam(params, body):
             return free_vars(body) - {n for n, _ in params}
-        case App(fn, args):
-            return free_vars(fn).union(*(free_vars(a) for a in args))
-        case Build(size, fn):
-            return free_vars(size) | free_vars(fn)
-        case Ifold(fn, init, count):
-            return free_vars(fn) | free_vars(init) | free_vars(count)
-        case Length(arr):
-            return free_vars(arr)
-        case Get(arr, idx):
-            return free_vars(arr) | free_vars(idx)
-    raise AssertionError(e)
+    return frozenset().union(*(free_vars(child) for child in children(e)))
+
+
+def substitute(e: Expr, replacements: dict[str, Expr]) -> Expr:
+    """``e`` with each free ``Var`` named in ``replacements`` replaced.  Capture-free because
+    binders are unique within a kernel after ``fsmooth.anf.anf_kernel``."""
+    if isinstance(e, Var):
+        return replacements.get(e.name, e)
+    return map_children(lambda child: substitute(child, replacements), e)
+
+
+def called_kernels(e: Expr) -> frozenset[str]:
+    """The kernels ``e`` calls."""
+    return frozenset(node.fn for node in walk(e) if isinstance(node, Call))
+
+
+def callees_first(p: Program) -> list[str]:
+    """The kernels of ``p``, each after every kernel it calls (F̃ has no recursion)."""
+    order: list[str] = []
+
+    def visit(name: str):
+        if name not in order:
+            for callee in sorted(called_kernels(p.kernels[name].body)):
+                visit(callee)
+            order.append(name)
+
+    for name in p.kernels:
+        visit(name)
+    return order
 
 
 def is_atom(e: Expr) -> bool:
@@ -369,3 +386,74 @@ def is_atom(e: Expr) -> bool:
 
 
 INDEX_TYPES = (Index, Card)
+
+
+# ----------------------------------------------------------------------------- verification
+
+def verify(program: Program) -> None:
+    """Raise ``IRError`` unless every variable is in scope and every call names a kernel of
+    ``program`` (kernels may be used as function values before the anf stage)."""
+    for k in program.kernels.values():
+        _check_scope(k.body, frozenset(n for n, _ in k.params) | set(program.kernels), program, k.name)
+
+
+def verify_anf(program: Program) -> None:
+    """``verify``, and what the anf stage guarantees: no helpers, binders unique within each
+    kernel, operands atoms, lambdas only as the functions of ``build``/``ifold``, no ``App``."""
+    verify(program)
+    for k in program.kernels.values():
+        if k.is_helper:
+            raise IRError(f"kernel {k.name}: a helper kernel is left after the anf stage")
+        _check_scope(k.body, frozenset(n for n, _ in k.params), program, k.name)
+        binders = [n for n, _ in k.params] + [name for e in walk(k.body) for name in _binders(e)]
+        duplicated = sorted({n for n in binders if binders.count(n) > 1})
+        if duplicated:
+            raise IRError(f"kernel {k.name}: binders not unique: {', '.join(duplicated)}")
+        _check_anf(k.body, k.name)
+
+
+def _binders(e: Expr) -> list[str]:
+    match e:
+        case Let(name):
+            return [name]
+        case Lam(params):
+            return [n for n, _ in params]
+    return []
+
+
+def _check_scope(e: Expr, scope: frozenset, program: Program, kernel: str) -> None:
+    match e:
+        case Var(name) if name not in scope:
+            raise IRError(f"kernel {kernel}: variable '{name}' is not in scope")
+        case Call(fn) if fn not in program.kernels:
+            raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
+        case Let(name, rhs, body):
+            _check_scope(rhs, scope, program, kernel)
+            _check_scope(body, scope | {name}, program, kernel)
+            return
+        case Lam(params, body):
+            _check_scope(body, scope | {n for n, _ in params}, program, kernel)
+            return
+    for child in children(e):
+        _check_scope(child, scope, program, kernel)
+
+
+def _check_anf(e: Expr, kernel: str) -> None:
+    match e:
+        case Let(_, Let() as rhs):
+            raise IRError(f"kernel {kernel}: nested let in the right-hand side of a let: {show(rhs)}")
+        case App():
+            raise IRError(f"kernel {kernel}: application left after the anf stage: {show(e)}")
+        case Build(_, fn) | Ifold(fn, _, _) if not isinstance(fn, Lam):
+            raise IRError(f"kernel {kernel}: the function of {show(e)} is not a lambda")
+    operands = {PrimApp: "args", Call: "args", Tuple: "items", Proj: "tup", Get: ("arr", "idx"),
+                Length: "arr", If: "cond", Build: "size", Ifold: ("init", "count")}.get(type(e), ())
+    for name in (operands,) if isinstance(operands, str) else operands:
+        value = getattr(e, name)
+        for operand in value if isinstance(value, tuple) else (value,):
+            if not is_atom(operand):
+                raise IRError(f"kernel {kernel}: operand '{name}' of {type(e).__name__} is not an atom: {show(operand)}")
+    for child in children(e):
+        if isinstance(child, Lam) and not isinstance(e, (Build, Ifold)):
+            raise IRError(f"kernel {kernel}: lambda outside build/ifold: {show(child)}")
+        _check_anf(child, kernel)

@@ -8,8 +8,7 @@ available after it, so nothing is hoisted out of a loop or a branch.
 """
 from __future__ import annotations
 
-from .core import Expr, Let, Var, is_atom, show
-from .anf import map_children, substitute
+from .core import Expr, Let, Var, is_atom, map_children, show, substitute
 
 
 def eliminate_common_subexpressions(e: Expr, available: dict | None = None) -> Expr:
@@ -22,7 +21,7 @@ def eliminate_common_subexpressions(e: Expr, available: dict | None = None) -> E
                 return eliminate_common_subexpressions(substitute(body, {name: available[key]}), available)
             inner = available if is_atom(rhs) else {**available, key: Var(name, rhs.ty, e.loc)}
             return Let(name, rhs, eliminate_common_subexpressions(body, inner), ty, e.loc)
-    return map_children(e, lambda child: eliminate_common_subexpressions(child, available))
+    return map_children(lambda child: eliminate_common_subexpressions(child, available), e)
 
 
 def _key(rhs: Expr) -> tuple:

@@ -6,8 +6,7 @@ longer fails; that is accepted, as a C compiler drops an unused load.
 """
 from __future__ import annotations
 
-from .core import Expr, Let, free_vars
-from .anf import map_children
+from .core import Expr, Let, free_vars, map_children
 
 
 def eliminate_dead_code(e: Expr) -> Expr:
@@ -17,4 +16,4 @@ def eliminate_dead_code(e: Expr) -> Expr:
             if name not in free_vars(body):
                 return body
             return Let(name, eliminate_dead_code(rhs), body, ty, e.loc)
-    return map_children(e, eliminate_dead_code)
+    return map_children(eliminate_dead_code, e)

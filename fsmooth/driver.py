@@ -120,8 +120,12 @@ def run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool = F
 
 
 def verify_output(name: str, form) -> None:
-    """``verify(form)`` of the module that defines ``form``'s IR, where it has one."""
-    verify = getattr(importlib.import_module(type(form).__module__), "verify", None)
+    """``verify(form)`` of the module that defines ``form``'s IR, where it has one; a core program
+    after the front end must be in ANF too (``core.verify_anf``)."""
+    if isinstance(form, core.Program) and name != "core":
+        verify = core.verify_anf
+    else:
+        verify = getattr(importlib.import_module(type(form).__module__), "verify", None)
     if verify is None:
         return
     try:
@@ -180,7 +184,7 @@ def inline_every_call(program: core.Program) -> core.Program:
     """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
     another with its own buffers, and F̃ has no recursion, so this ends."""
     from .anf import anf_kernel
-    from .callgraph import called_kernels
+    from .core import called_kernels
 
     entry = program.main
     while called_kernels(entry.body):

@@ -49,5 +49,5 @@ class CompileError(Exception):
 
 
 class IRError(Exception):
-    """An internal inconsistency that an IR's ``verify`` finds: a compiler bug, not the user's
-    program. The driver's message names the pass whose output it is."""
+    """An ill-formed intermediate program (``verify`` of an IR found it): a bug in the compiler,
+    never in the user's program.  The driver's message names the pass whose output it is."""

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Proj, Tuple, Var
-from .anf import children, map_children, substitute
+from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Proj, Tuple, Var, children, map_children, substitute
 from .typecheck import conform
 
 
@@ -41,7 +40,7 @@ def fuse(e: Expr, builds: dict[str, Build] | None = None) -> Expr:
             return builds[name].size
         case Get(Build(_, Lam(((_, param_ty),)) as f), idx):
             return App(fuse(f, builds), (conform(fuse(idx, builds), param_ty),), e.ty, e.loc)
-    return map_children(e, lambda child: fuse(child, builds))
+    return map_children(lambda child: fuse(child, builds), e)
 
 
 def inline_lets(e: Expr, into_reads: bool) -> Expr:
@@ -55,11 +54,11 @@ def inline_lets(e: Expr, into_reads: bool) -> Expr:
             return inline_lets(substitute(body, {name: rhs}), into_reads)
         case Let(name, Tuple(items) as rhs, body, ty):
             # a projection of a known tuple is its component (the tuple stays while used whole)
-            return map_children(Let(name, rhs, _project_known(body, name, items), ty, e.loc),
-                                lambda child: inline_lets(child, into_reads))
+            return map_children(lambda child: inline_lets(child, into_reads),
+                                Let(name, rhs, _project_known(body, name, items), ty, e.loc))
         case Let(name, Build() as rhs, body) if into_reads and _read_once(name, body) and not _stored(rhs):
             return inline_lets(_substitute_read(body, name, rhs), into_reads)
-    return map_children(e, lambda child: inline_lets(child, into_reads))
+    return map_children(lambda child: inline_lets(child, into_reads), e)
 
 
 def _stored(build: Build) -> bool:
@@ -92,7 +91,7 @@ def _substitute_read(e: Expr, name: str, build: Build) -> Expr:
     match e:
         case Get(Var(arr), idx, ty) if arr == name:
             return Get(build, idx, ty, e.loc)
-    return map_children(e, lambda child: _substitute_read(child, name, build))
+    return map_children(lambda child: _substitute_read(child, name, build), e)
 
 
 def _project_known(e: Expr, name: str, items: tuple) -> Expr:
@@ -100,4 +99,4 @@ def _project_known(e: Expr, name: str, items: tuple) -> Expr:
     match e:
         case Proj(Var(tup), index) if tup == name:
             return items[index]
-    return map_children(e, lambda child: _project_known(child, name, items))
+    return map_children(lambda child: _project_known(child, name, items), e)

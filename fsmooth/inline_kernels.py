@@ -11,9 +11,8 @@ The callee kept in the program is unchanged: it is still compiled and exported o
 from __future__ import annotations
 
 from . import core
-from .anf import anf_kernel, children
-from .callgraph import called_kernels
-from .core import Expr
+from .anf import anf_kernel
+from .core import Expr, called_kernels, children
 
 SMALL_KERNEL = 100
 """Largest body, in expression nodes after its own optimisation, of a kernel whose calls are

@@ -23,7 +23,6 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
-from .callgraph import callees_first
 from .inline_kernels import inline_small_kernels
 from .options import Options
 from .anf import anf_kernel
@@ -37,7 +36,7 @@ def optimize_program(p: core.Program, options: Options,
     """``after(name, program)`` is told the program each time the rewrite ``name`` changes a kernel
     (``fsmooth.driver`` verifies and records it)."""
     kernels = dict(p.kernels)
-    for name in callees_first(p):
+    for name in core.callees_first(p):
         kernels[name] = optimize_kernel(core.Program(kernels, p.entry), kernels[name], options,
                                         lambda rewrite, k: after(rewrite, core.Program({**kernels, k.name: k}, p.entry)))
     return core.Program(kernels, p.entry)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from fsmooth.errors import Loc
+from fsmooth.errors import IRError, Loc
+from fsmooth.traversal import Traversal
 
 
 class SExpr:
@@ -114,6 +115,12 @@ class STuple(SExpr):
 class SProj(SExpr):
     arg: SExpr
     index: int
+
+
+_traversal = Traversal(SExpr)
+children = _traversal.children
+map_children = _traversal.map_children
+walk = _traversal.walk
 
 
 CARD_OPS = {
@@ -263,3 +270,27 @@ def show_kernel(k: ShapeKernel, simplified: bool = True) -> str:
 
 def show_program(p: ShapeProgram, simplified: bool = True) -> str:
     return "\n".join(show_kernel(k, simplified) for k in p.kernels.values())
+
+
+def verify(program: ShapeProgram) -> None:
+    """Raise ``IRError`` unless every variable of every shape function is in scope (its
+    parameters, its lets and lambdas, the shape functions ``f_shp`` of the program's kernels)."""
+    functions = frozenset(f"{name}_shp" for name in program.kernels)
+    for k in program.kernels.values():
+        _check_scope(k.function, functions, k.name)
+        _check_scope(k.simplified, functions | set(k.params), k.name)
+
+
+def _check_scope(s: SExpr, scope: frozenset, kernel: str) -> None:
+    match s:
+        case SVar(name) if name not in scope:
+            raise IRError(f"kernel {kernel}: shape variable '{name}' is not in scope")
+        case SLet(name, rhs, body):
+            _check_scope(rhs, scope, kernel)
+            _check_scope(body, scope | {name}, kernel)
+            return
+        case SLam(params, body):
+            _check_scope(body, scope | set(params), kernel)
+            return
+    for child in children(s):
+        _check_scope(child, scope, kernel)

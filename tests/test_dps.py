@@ -133,5 +133,4 @@ def test_affine_read_constraint_is_guarded_by_the_loop_count(rng):
 
 
 def _terms(t):
-    from fsmooth.dps.terms import subterms
-    return list(subterms(t))
+    return list(ir.walk(t))

@@ -20,7 +20,7 @@ from fsmooth.dps.interp import run_kernel
 from fsmooth.dps.layout import region_bytes
 from fsmooth.dps.show import show_kernel
 from fsmooth.dps.simplify import simplify_allocs
-from fsmooth.dps.terms import children, names_used, subterms
+from fsmooth.dps.terms import names_used
 from fsmooth.dps.translate import dps_program
 from fsmooth import Array, Card, Double, Index, build, core, ifold, length
 from fsmooth.options import Options
@@ -66,7 +66,7 @@ def loops_around(t: ir.Term, region: str, loops: tuple = ()) -> tuple | None:
 
 
 def allocs(t: ir.Term) -> list[ir.Alloc]:
-    return [u for u in subterms(t) if isinstance(u, ir.Alloc)]
+    return [u for u in ir.walk(t) if isinstance(u, ir.Alloc)]
 
 
 # ----------------------------------------------------------------------------- exact scratch
@@ -148,12 +148,12 @@ def test_a_region_hoisted_out_of_a_parallel_build_has_one_part_per_iteration(rng
     program = dps_of(row_norms_scaled, Options(parallel=True))
     k = program.kernels["row_norms_scaled"]
     (region,) = allocs(k.body)
-    outer = next(u for u in subterms(k.body) if isinstance(u, ir.Build))
+    outer = next(u for u in ir.walk(k.body) if isinstance(u, ir.Build))
     assert outer.parallel and loops_around(k.body, region.region) == ()
     rows, cols = k.sizes
     assert sympy.simplify(region.count - rows * cols) == 0
     i = sympy.Symbol(outer.index, integer=True, nonnegative=True)
-    calls = {u.fn: u for u in subterms(outer.body) if isinstance(u, ir.Call)}
+    calls = {u.fn: u for u in ir.walk(outer.body) if isinstance(u, ir.Call)}
     assert calls["vector_smul"].dest == ir.Offset(ir.RVar(region.region), i * cols)
     # the callee's scratch (vector_norm's vector_emul) is per iteration too, above the region
     norm = program.kernels["vector_norm"]
@@ -197,16 +197,16 @@ def test_sharing_a_region_among_parallel_iterations_is_caught(rng):
 
 
 def _mark_outer_parallel(t: ir.Term) -> ir.Term:
-    return replace(t, parallel=True) if isinstance(t, ir.Build) else children(t, _mark_outer_parallel)
+    return replace(t, parallel=True) if isinstance(t, ir.Build) else ir.map_children(_mark_outer_parallel, t)
 
 
 def test_only_outermost_builds_are_parallel():
     k = dps_of(linalg.matrix_transpose, Options(parallel=True)).kernels["matrix_transpose"]
-    builds = [u for u in subterms(k.body) if isinstance(u, ir.Build)]
+    builds = [u for u in ir.walk(k.body) if isinstance(u, ir.Build)]
     assert [b.parallel for b in builds] == [True, False]
     assert "build∥ out" in show_kernel(k)
     sequential = dps_of(linalg.matrix_transpose, Options()).kernels["matrix_transpose"]
-    assert not any(b.parallel for b in subterms(sequential.body) if isinstance(b, ir.Build))
+    assert not any(b.parallel for b in ir.walk(sequential.body) if isinstance(b, ir.Build))
 
 
 @fs.kernel
@@ -218,7 +218,7 @@ def smoothed_rows(m: Array[Array[Double]], k: Card) -> Array[Array[Double]]:
 @pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
 def test_double_buffers_in_a_build_stay_two_regions(rng, options):
     k = dps_of(smoothed_rows, options).kernels["smoothed_rows"]
-    loop = next(u for u in subterms(k.body) if isinstance(u, ir.Ifold))
+    loop = next(u for u in ir.walk(k.body) if isinstance(u, ir.Ifold))
     regions = {a.region: a for a in allocs(k.body)}
     b0, b1 = (regions[b] for b in loop.buffers)
     assert b0.offset != b1.offset
@@ -242,7 +242,7 @@ def test_consecutive_allocs_merge_into_one_region_at_offsets():
     assert len(allocs(apart.body)) == 2
     n = merged.sizes[0]
     assert sympy.simplify(region.count - 2 * n) == 0 and region.dims is None
-    dests = {u.dest for u in subterms(merged.body) if isinstance(u, ir.Call) and u.fn == "vector_add"}
+    dests = {u.dest for u in ir.walk(merged.body) if isinstance(u, ir.Call) and u.fn == "vector_add"}
     assert dests == {ir.RVar(region.region), ir.Offset(ir.RVar(region.region), n)}
     assert f"alloc (({2 * n}) × Double)" in show_kernel(merged)
 
@@ -255,7 +255,7 @@ def test_dead_cardinality_lets_are_gone():
     unchecked read binds a name that nothing reads."""
     for case in CASES:
         for k in dps_of(case.kernel, Options()).kernels.values():
-            for u in subterms(k.body):
+            for u in ir.walk(k.body):
                 if isinstance(u, ir.Let) and isinstance(u.rhs, (ir.CardOf, ir.Get)):
                     pure = isinstance(u.rhs, ir.CardOf) or not u.rhs.checked
                     assert u.name in names_used(u.body) or not pure, show_kernel(k)

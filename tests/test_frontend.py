@@ -1,7 +1,6 @@
 """The front end: Python kernels → typed core IR, checked against the reference semantics."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from math import exp
 from typing import Callable
@@ -11,8 +10,8 @@ import pytest
 
 import fsmooth as fs
 from fsmooth import Array, Bool, Card, Double, Float, Index, build, ifold, kernel, length
-from fsmooth.core import (Build, Call, Expr, Get, If, Ifold, Lam, Let, Lit, PrimApp, Var, run_kernel,
-                          show_program)
+from fsmooth.core import (Build, Call, Get, If, Ifold, Lam, Let, Lit, PrimApp, Var, run_kernel, show_program,
+                          walk)
 from fsmooth.frontend import parse_program
 from fsmooth.types import ArrayT, FunT
 
@@ -155,19 +154,6 @@ def lambda_free(i: Index) -> Double:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def walk(e):
-    """Every core node under ``e``, ``e`` included."""
-    yield e
-    for f in dataclasses.fields(e):
-        if f.name in ("ty", "loc"):
-            continue
-        value = getattr(e, f.name)
-        items = value if isinstance(value, tuple) else (value,)
-        for item in items:
-            if isinstance(item, Expr):
-                yield from walk(item)
-
 
 def body_nodes(k, name=None):
     program = parse_program(k)

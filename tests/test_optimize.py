@@ -16,7 +16,7 @@ from fsmooth import Array, Bool, Card, Double, build, core, length
 from fsmooth.core import Build, Call, Get, If, Ifold, Lit, PrimApp, show_kernel
 from fsmooth.optimize import optimize_program
 from fsmooth.options import VARIANTS, Options
-from fsmooth.anf import children, anf_program
+from fsmooth.anf import anf_program
 from test_corpus import CASES, arguments, assert_close
 
 PASSES = ("fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce")
@@ -45,14 +45,8 @@ def optimized(kernel: fs.Kernel, options: Options = ALL_ON) -> core.Program:
     return optimize_program(anf_program(kernel.program()), options)
 
 
-def terms(e: core.Expr):
-    yield e
-    for child in children(e):
-        yield from terms(child)
-
-
 def count(e: core.Expr, node_type) -> int:
-    return sum(isinstance(t, node_type) for t in terms(e))
+    return sum(isinstance(t, node_type) for t in core.walk(e))
 
 
 def compiled(kernel: fs.Kernel, options: Options) -> fs.Kernel:
@@ -83,7 +77,7 @@ def test_running_example_fuses_into_the_papers_form():
     f = optimized(linalg.f).kernels["f"]
     assert show_kernel(f) == FUSED_F
     assert count(f.body, Build) == 0 and count(f.body, Call) == 0 and count(f.body, Ifold) == 1
-    (loop,) = (t for t in terms(f.body) if isinstance(t, Ifold))
+    (loop,) = (t for t in core.walk(f.body) if isinstance(t, Ifold))
     assert loop.count == core.Var("tmp_1", Card)  # length vec1
     # tmp = vec1[idx] + vec2[idx] is computed once and squared: CSE merged the two reads of it
     assert count(loop.fn.body, Get) == 2
@@ -196,11 +190,11 @@ def renamed(a: Array[Double]) -> Double:
 
 
 def _literal_products(e):
-    return [t for t in terms(e) if isinstance(t, PrimApp) and all(isinstance(x, Lit) for x in t.args)]
+    return [t for t in core.walk(e) if isinstance(t, PrimApp) and all(isinstance(x, Lit) for x in t.args)]
 
 
 def _reads_of(e, name):
-    return [t for t in terms(e) if isinstance(t, Get) and t.arr.name == name]
+    return [t for t in core.walk(e) if isinstance(t, Get) and t.arr.name == name]
 
 
 @pytest.mark.parametrize("switch, kernel, applied", [
@@ -249,15 +243,15 @@ def folded(a: Array[Double]) -> Double:
 
 def test_a_reduction_read_in_a_build_stays_outside_it():
     k = optimized(normalised).main
-    (outer,) = (t for t in terms(k.body) if isinstance(t, Build))
+    (outer,) = (t for t in core.walk(k.body) if isinstance(t, Build))
     assert count(outer.fn.body, Ifold) == 0 and count(k.body, Ifold) == 1
 
 
 def test_an_intermediate_read_twice_exists_and_its_producer_is_fused():
     k = optimized(micro_kernels.add3_loop).main
-    (loop,) = (t for t in terms(k.body) if isinstance(t, Ifold))
+    (loop,) = (t for t in core.walk(k.body) if isinstance(t, Ifold))
     # add3's vector_add(a, b) fused into the second vector_add: one build, read twice
-    (t,) = (t for t in terms(loop.fn.body) if isinstance(t, core.Let) and isinstance(t.rhs, Build))
+    (t,) = (t for t in core.walk(loop.fn.body) if isinstance(t, core.Let) and isinstance(t.rhs, Build))
     assert len(_reads_of(t.body, t.name)) == 2
     assert count(k.body, Build) == 1 and count(k.body, Call) == 0
 

@@ -10,7 +10,6 @@ from corpus import blas
 from fsmooth import Array, Float, ifold, length
 from fsmooth.dpia import codegen_opencl
 from fsmooth.dpia import phrases as p
-from fsmooth.dpia.emit import subphrases
 from fsmooth.driver import compile_to_opencl
 
 
@@ -40,11 +39,11 @@ def planned(kernel, monkeypatch) -> codegen_opencl.OpenCLPlan:
 
 
 def phrases_of(plan: codegen_opencl.OpenCLPlan) -> list:
-    return [sub for phase in plan.kernels.phases for sub in subphrases(phase.body)]
+    return [sub for phase in plan.kernels.phases for sub in p.walk(phase.body)]
 
 
 def vector_reads(subs: list) -> list:
-    return [r for s in subs if isinstance(s, p.Assign) for r in subphrases(s.exp) if isinstance(r, p.AsVector)]
+    return [r for s in subs if isinstance(s, p.Assign) for r in p.walk(s.exp) if isinstance(r, p.AsVector)]
 
 
 def test_element_wise_map_is_one_vector_assignment(monkeypatch):
@@ -64,10 +63,10 @@ def test_guard_that_holds_for_every_lane_runs_the_branch_as_vectors(monkeypatch)
     subs = phrases_of(planned(guarded_window, monkeypatch))
     assert any(isinstance(s, p.New) and s.data == p.Vec(fs.Double, 2) for s in subs)  # the accumulator
     guard = next(s for s in subs if isinstance(s, p.IfCmd) and isinstance(s.cond, p.AllLanes))
-    assert any(isinstance(s, p.AsVector) for s in subphrases(guard.then))  # the reads, two at a time
-    lanes = [s for s in subphrases(guard.orelse) if isinstance(s, p.Lane)]
+    assert any(isinstance(s, p.AsVector) for s in p.walk(guard.then))  # the reads, two at a time
+    lanes = [s for s in p.walk(guard.orelse) if isinstance(s, p.Lane)]
     assert [lane.lane for lane in lanes] == [0, 1]  # otherwise the whole guard lane by lane
-    assert any(isinstance(s, p.AsScalar) for s in subphrases(guard.orelse))
+    assert any(isinstance(s, p.AsScalar) for s in p.walk(guard.orelse))
 
 
 def test_reads_with_run_time_checks_or_gaps_run_lane_by_lane(monkeypatch):

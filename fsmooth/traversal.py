@@ -1,0 +1,62 @@
+"""The one traversal of every IR: ``children``, ``map_children`` and ``walk`` over the fields of
+frozen dataclasses.
+
+An IR module makes its own with ``Traversal(Node)``, where ``Node`` is the base class of its
+nodes: a node's children are the values of its fields that are ``Node``s, in field order, found
+also inside tuples (nested to any depth).  A new node type therefore needs no traversal code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@dataclass(frozen=True)
+class Traversal:
+    node: type  # the base class of the IR's nodes
+
+    def children(self, node) -> tuple:
+        """The nodes directly inside ``node``, in field order."""
+        found: list = []
+        for name in _field_names(type(node)):
+            self._collect(getattr(node, name), found)
+        return tuple(found)
+
+    def _collect(self, value, found: list) -> None:
+        if isinstance(value, self.node):
+            found.append(value)
+        elif isinstance(value, tuple):
+            for item in value:
+                self._collect(item, found)
+
+    def map_children(self, f, node):
+        """``node`` with ``f`` applied to each node directly inside it."""
+        changes = {}
+        for name in _field_names(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, self.node) or (isinstance(value, tuple) and self._holds_node(value)):
+                changes[name] = self._map(f, value)
+        return dataclasses.replace(node, **changes) if changes else node
+
+    def _holds_node(self, value: tuple) -> bool:
+        return any(isinstance(item, self.node) or (isinstance(item, tuple) and self._holds_node(item))
+                   for item in value)
+
+    def _map(self, f, value):
+        if isinstance(value, self.node):
+            return f(value)
+        if isinstance(value, tuple):
+            return tuple(self._map(f, item) for item in value)
+        return value
+
+    def walk(self, node):
+        """``node`` and every node inside it, in pre-order."""
+        yield node
+        for child in self.children(node):
+            yield from self.walk(child)
