@@ -16,7 +16,6 @@ from fsmooth import Array, Double, Index, build, length
 from fsmooth.driver import run_pipeline
 from fsmooth.dps import ir as d
 from fsmooth.dps.ranges import Ranges, in_range, interval
-from fsmooth.dps.terms import subterms
 
 CORPUS = sorted(p.stem for p in (pathlib.Path(__file__).parent / "corpus").glob("*.py") if p.name != "__init__.py")
 
@@ -34,7 +33,7 @@ def gather(v: Array[Double], at: Array[Index]) -> Array[Double]:
 
 def _requested(dps: d.Program, name: str) -> list:
     """The locations of the reads that DPS asks the generated code to check."""
-    return [t.loc for t in subterms(dps.kernels[name].body) if isinstance(t, d.Get) and t.checked]
+    return [t.loc for t in d.walk(dps.kernels[name].body) if isinstance(t, d.Get) and t.checked]
 
 
 def _bounds_checks(c: str) -> list[str]:
