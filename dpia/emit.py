@@ -59,8 +59,8 @@ sqrt tan tanh tgamma trunc isnan isinf isfinite signbit fpclassify isnormal
 calloc realloc abort exit memcpy memset
 """.split())
 # The macros of the C library and of Python.h (which cffi's build includes first) by their naming
-# rules: an upper-case letter and another, a digit or an underscore (EIO, E2BIG, M_PI, PRId64), Py and
-# _Py; the Namer's number (``_1``) does not count, so ``N`` stays free and ``N_1`` with it.
+# rules: an upper-case letter and another, a digit or an underscore (EIO, E2BIG, M_PI, PRId64), and
+# the prefixes Py and PY; the Namer's number (``_1``) does not count, so ``N`` and ``N_1`` stay free.
 _MACRO_LIKE = re.compile(r"^[A-Z][A-Z0-9_]")
 _RESERVED_PREFIXES = ("fs_", "GC_", "__", "Py", "PY")
 
@@ -101,14 +101,14 @@ def exported_name(module: str, kernel: str) -> str:
 class Namer(NameSupply):
     """Unique C identifiers for the names of one C function: the name made a C identifier, then
     numbered (``x_1``) where it is taken or reserved.  A name whose numbered forms are reserved too
-    (``__x``, ``fs_t``: a reserved prefix) gets a ``v`` before it first (``v__x``), so numbering ends:
-    beyond the prefixes, only finitely many names are reserved."""
+    (``__x``, ``fs_t``, ``M_PI``: a reserved prefix or macro rule) gets a ``v`` before it first
+    (``v__x``), so numbering ends: beyond those rules, only finitely many names are reserved."""
 
     def __init__(self, taken=()):
         super().__init__(taken, forbidden=is_reserved)
 
     def fresh(self, name: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", name, flags=re.ASCII) or "v"
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
         while base[0].isdigit() or is_reserved(f"{base}_1"):
             base = "v" + base
         return super().fresh(base)
