@@ -2,7 +2,7 @@
 
 The statements, expressions and names come from ``dpia.emit``, shared with the OpenCL back end;
 this module adds what is C's own: the four exported functions of each kernel and their size
-checks, calls of kernels too large to inline, regions from the heap, and OpenMP.
+checks, named ``<module>_<kernel>`` (``exported_name``), calls of kernels too large to inline, regions from the heap, and OpenMP.
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
 2 for an integer ``//``/``%`` by zero, 3 for violated size constraints, 4 for a failed ``malloc``,
@@ -35,17 +35,7 @@ from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
-                   c_type, indent, index_symbol, is_reserved, strip_parentheses)
-
-# The exported kernels' own names are global too: the names a kernel may not have.
-_MATH_FUNCTIONS = frozenset("""
-acos asin atan atan2 cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs fdim floor fma fmax
-fmin fmod frexp hypot ilogb ldexp lgamma llrint llround log log10 log1p log2 logb lrint lround
-modf nan nearbyint nextafter nexttoward pow remainder remquo rint round scalbln scalbn sin sinh
-sqrt tan tanh tgamma trunc isnan isinf isfinite signbit fpclassify isnormal main
-malloc calloc realloc free abort exit atexit getenv system qsort bsearch labs llabs div ldiv lldiv
-atoi atol atoll atof strtod strtof strtol strtoll strtoul strtoull rand srand
-""".split())
+                   c_type, exported_name, indent, index_symbol, is_reserved, strip_parentheses)
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))
@@ -56,8 +46,10 @@ class CKernelEmitter(KernelEmitter):
     """One kernel as C functions: the shared emitter with calls of other kernels, regions from
     the heap and OpenMP loops."""
 
-    def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options, scratch_free: frozenset):
-        super().__init__(k, globals_, options)
+    def __init__(self, k: p.ImperativeKernel, symbols: dict, globals_: frozenset, options: Options,
+                 scratch_free: frozenset):
+        super().__init__(k, symbols[k.name], globals_, options)
+        self.symbols = symbols  # kernel name -> exported C name, for calls
         self.scratch_free = scratch_free  # the kernels that use no scratch: safe in a parallel loop
         self.in_parallel = False
 
@@ -66,7 +58,8 @@ class CKernelEmitter(KernelEmitter):
         match c:
             case p.CallCmd(fn, out, args, _, scratch_offset, check_sizes):
                 # the checking entry point where the DPS stage could not prove the callee's sizes
-                return self._call(fn if check_sizes else f"{fn}_body", out, args, scratch_offset, env, ranges)
+                callee = self.symbols[fn]
+                return self._call(callee if check_sizes else f"{callee}_body", out, args, scratch_offset, env, ranges)
         return super().comm(c, env, ranges)
 
     def region(self, cname: str, data: p.Data, offset, body: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
@@ -180,7 +173,7 @@ class CKernelEmitter(KernelEmitter):
                 params.extend(f"int64_t {self.dim_names[(name, j)]}" for j in range(len(dims)))
             else:
                 params.append(f"{C_TYPE[ty]} {cname}")
-        return f"int {function or self.k.name}({', '.join(params)})"
+        return f"int {function or self.symbol}({', '.join(params)})"
 
     def call_args(self) -> list[str]:
         names = ["scratch"] + [f"out{suffix}" for suffix, _, _ in self.outputs]
@@ -190,7 +183,7 @@ class CKernelEmitter(KernelEmitter):
         return names
 
     def prototypes(self, restrict: bool) -> list[str]:
-        k, sizes = self.k.name, self.size_params()
+        k, sizes = self.symbol, self.size_params()
         shapes = [f"void {k}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''});"
                   for suffix, _, _ in self.outputs]
         return [f"{self.signature(restrict)};", *shapes,
@@ -215,19 +208,19 @@ class CKernelEmitter(KernelEmitter):
         out = []
         for suffix, _, dims in self.outputs:
             shape = [f"dims_out[{j}] = {self.cint(d, Ranges())};" for j, d in enumerate(dims)]
-            out.append(f"void {k.name}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
+            out.append(f"void {self.symbol}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
             out += indent(unused_parameters(["dims_out"] + size_names, shape) + shape) + ["}", ""]
-        out.append(f"int64_t {k.name}_scratch_bytes({sizes}) {{")
+        out.append(f"int64_t {self.symbol}_scratch_bytes({sizes}) {{")
         scratch = [f"return {strip_parentheses(self.cint(self.scratch(), Ranges()))};"]
         out += indent(unused_parameters(size_names, scratch) + scratch) + ["}", ""]
-        out.append(f"int {k.name}_check_sizes({sizes}) {{")
+        out.append(f"int {self.symbol}_check_sizes({sizes}) {{")
         out += indent(unused_parameters(size_names, checks) + checks + ["return 0;"]) + ["}", ""]
-        out.append(f"static {self.signature(True, f'{k.name}_body')} {{")
+        out.append(f"static {self.signature(True, f'{self.symbol}_body')} {{")
         out += indent(unused_parameters(params, body) + body) + ["}", ""]
         out.append(f"{self.signature(True)} {{")
         gc_init = ["fs_gc_init();"] if self.options.allocation == "gc" else []
-        out += indent(gc_init + [f"if ({k.name}_check_sizes({self.size_args()}) != 0) return {STATUS_SIZES};",
-                        f"return {k.name}_body({', '.join(self.call_args())});"])
+        out += indent(gc_init + [f"if ({self.symbol}_check_sizes({self.size_args()}) != 0) return {STATUS_SIZES};",
+                        f"return {self.symbol}_body({', '.join(self.call_args())});"])
         out.append("}")
         return "\n".join(out)
 
@@ -243,18 +236,30 @@ def _mentions(e, name: str) -> bool:
     return any(s.name == name for s in sympy.sympify(e).free_symbols)
 
 
-def _check_exported_names(prog: p.ImperativeProgram) -> frozenset:
-    names = set()
+def c_functions(symbol: str, k: p.ImperativeKernel) -> set:
+    """The C functions of the kernel exported as ``symbol``."""
+    shapes = {f"{symbol}_shape{suffix}" for suffix, _, _ in result_components(k.result, k.result_dims)}
+    return {symbol, *shapes, f"{symbol}_scratch_bytes", f"{symbol}_check_sizes", f"{symbol}_body"}
+
+
+def exported_symbols(prog: p.ImperativeProgram, module: str) -> dict:
+    """Each kernel's exported C name (``exported_name``), checked to be a name no other function of
+    the translation unit has and that no macro can expand."""
+    symbols, functions = {}, set()
     for name, k in prog.kernels.items():
-        shapes = {f"{name}_shape{suffix}" for suffix, _, _ in result_components(k.result, k.result_dims)}
-        exported = {name, *shapes, f"{name}_scratch_bytes", f"{name}_check_sizes", f"{name}_body"}
-        if (is_reserved(name) or name in _MATH_FUNCTIONS or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)):
-            raise CompileError(f"the kernel name '{name}' cannot be a C function name; rename the kernel")
-        clash = exported & names
+        symbol = exported_name(module, name)
+        exported = c_functions(symbol, k)
+        reserved = sorted(filter(is_reserved, exported))
+        if reserved:
+            raise CompileError(f"the kernel '{name}' of the module '{module}' would be the C function {reserved[0]}, "
+                               "a name reserved to C; rename the kernel or the module")
+        clash = exported & functions
         if clash:
-            raise CompileError(f"the kernel name '{name}' clashes with the C function {sorted(clash)[0]}")
-        names |= exported
-    return frozenset(names)
+            raise CompileError(f"the kernel name '{name}' clashes with the C function {sorted(clash)[0]}; "
+                               "rename the kernel")
+        symbols[name] = symbol
+        functions |= exported
+    return symbols
 
 
 # The collector for the gc variant; GC_INIT runs once, at the first call of an exported kernel.
@@ -274,10 +279,12 @@ static void *fs_gc_malloc(int64_t bytes) {
 }"""
 
 
-def generate_c(prog: p.ImperativeProgram, options: Options = Options()) -> CArtifact:
-    globals_ = _check_exported_names(prog)
+def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Options()) -> CArtifact:
+    """The C of ``prog``, its kernels exported as ``<module>_<kernel>``."""
+    symbols = exported_symbols(prog, module)
+    globals_ = frozenset().union(*(c_functions(symbols[name], k) for name, k in prog.kernels.items()))
     scratch_free = frozenset(name for name, k in prog.kernels.items() if sympy.sympify(k.scratch) == 0)
-    emitters = [CKernelEmitter(k, globals_, options, scratch_free) for k in prog.kernels.values()]
+    emitters = [CKernelEmitter(k, symbols, globals_, options, scratch_free) for k in prog.kernels.values()]
     header = ["/* Generated by fsmooth from the kernel '" + prog.entry + "' and the kernels it calls.",
               f" * Allocation: {options.allocation}{'; OpenMP' if options.parallel else ''}.",
               " * ABI: see fsmooth/artifact.py.  Status codes: 0 ok, 1 index out of range,",
@@ -289,7 +296,7 @@ def generate_c(prog: p.ImperativeProgram, options: Options = Options()) -> CArti
     for e in emitters:
         header += e.prototypes(restrict=True)
     header += ["", "/* ---- internal: the kernels without their size checks */"]
-    header += [f"static {e.signature(True, e.k.name + '_body')};" for e in emitters]
+    header += [f"static {e.signature(True, e.symbol + '_body')};" for e in emitters]
     parts = ["\n".join(header)]
     for e in emitters:
         parts.append(f"/* ---- {e.k.name} */\n{e.definitions()}")

@@ -54,8 +54,8 @@ from fsmooth.shape.size_printer import OPENCL_C
 from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
-from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, c_type, indent, index_symbol,
-                   strip_parentheses)
+from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, c_type, exported_name, indent,
+                   index_symbol, strip_parentheses)
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
 from .vectorize import VECTOR_OPS, Lanes
@@ -118,9 +118,9 @@ class _OpenCLEmitter(KernelEmitter):
 
     size_target = OPENCL_C
 
-    def __init__(self, k: p.ImperativeKernel, taken: frozenset, options: Options, slot: int):
+    def __init__(self, k: p.ImperativeKernel, symbol: str, taken: frozenset, options: Options, slot: int):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
-        super().__init__(k, taken, dataclasses.replace(options, allocation="arena"))
+        super().__init__(k, symbol, taken, dataclasses.replace(options, allocation="arena"))
         self.levels: list = []  # the parallel levels around the code being written
         self.lanes: Lanes | None = None  # the vectorised build whose body is being written
         self.slot = slot  # this launch's element of the status buffer
@@ -423,13 +423,15 @@ class OpenCLPlan:
     rewrites and ``generate_opencl`` prints."""
 
     kernel: p.ImperativeKernel
+    symbol: str  # the kernel's exported name (dpia.emit.exported_name), the OpenCL kernels' stem
     kernels: KernelPlan
     outputs: tuple  # the result buffers' names, one per component of the result
     taken: frozenset
 
 
-def plan_opencl(prog: p.ImperativeProgram) -> OpenCLPlan:
-    """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it)."""
+def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
+    """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it), named
+    after its exported name in ``module``."""
     k = prog.kernels[prog.entry]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
@@ -438,7 +440,8 @@ def plan_opencl(prog: p.ImperativeProgram) -> OpenCLPlan:
                 if not {f"{name}{suffix}" for suffix, _, _ in components} & (params | symbols))
     outputs = tuple(f"{base}{suffix}" for suffix, _, _ in components)
     taken = OPENCL_NAMES | params | symbols | {k.dest} | set(outputs)
-    return OpenCLPlan(k, plan_kernels(k, set(taken)), outputs, frozenset(taken))
+    symbol = exported_name(module, k.name)
+    return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken)), outputs, frozenset(taken))
 
 
 def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCLArtifact:
@@ -453,7 +456,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCL
     for j, phase in enumerate(plan.phases):
         # the parameters' and sizes' own names stay free for their C names (emit's Namer)
         reserved = (taken - params - symbols) | {ph.name for ph in plan.phases}
-        emitter = _OpenCLEmitter(k, frozenset(reserved), options, slot=j)
+        emitter = _OpenCLEmitter(k, planned.symbol, frozenset(reserved), options, slot=j)
         text, args = emitter.kernel(phase, plan.buffers, outputs, status, tuple(failing))
         if emitter.may_fail:
             failing.append(j)

@@ -47,9 +47,23 @@ volatile while _Bool _Complex _Imaginary
 HEADER_NAMES = frozenset("""
 bool true false NULL NAN INFINITY HUGE_VAL HUGE_VALF HUGE_VALL EOF errno math_errhandling
 int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t intmax_t
-uintmax_t size_t ptrdiff_t float_t double_t malloc free
+uintmax_t size_t ptrdiff_t float_t double_t malloc free stdin stdout stderr alloca linux unix i386
+static_assert sched_priority st_atime st_ctime st_mtime
 """.split())
-_LIMIT_MACRO = re.compile(r"^U?INT\w*_(MIN|MAX|C)$|^(SIZE|PTRDIFF|SIG_ATOMIC|WCHAR|WINT)_\w+$|^FP_\w+$|^MATH_\w+$")
+# The functions that generated code or the runtime headers call: a variable of the name would
+# shadow the function where the code calls it.
+C_FUNCTIONS = frozenset("""
+acos asin atan atan2 cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs fdim floor fma fmax
+fmin fmod frexp hypot ilogb ldexp lgamma llrint llround log log10 log1p log2 logb lrint lround
+modf nan nearbyint nextafter nexttoward pow remainder remquo rint round scalbln scalbn sin sinh
+sqrt tan tanh tgamma trunc isnan isinf isfinite signbit fpclassify isnormal
+calloc realloc abort exit memcpy memset
+""".split())
+# The macros of the C library and of Python.h (which cffi's build includes first) by their naming
+# rules: an upper-case letter and another, a digit or an underscore (EIO, E2BIG, M_PI, PRId64), and
+# the prefixes Py and PY; the Namer's number (``_1``) does not count, so ``N`` and ``N_1`` stay free.
+_MACRO_LIKE = re.compile(r"^[A-Z][A-Z0-9_]")
+_RESERVED_PREFIXES = ("fs_", "GC_", "__", "Py", "PY")
 
 # The status codes of generated code (fsmooth.artifact.STATUS).
 STATUS_OUT_OF_RANGE = 1
@@ -60,23 +74,45 @@ STATUS_INTEGER_CONVERSION = 5
 
 
 def is_reserved(name: str) -> bool:
-    """Whether ``name`` is a C keyword, a name the runtime header brings into scope, or a name
-    reserved to the runtime (``fs_``), Boehm's collector or the C implementation."""
-    return (name in C_KEYWORDS or name in HEADER_NAMES or name.startswith(("fs_", "GC_"))
-            or name.startswith("__") or re.match(r"^_[A-Z]", name) is not None
-            or _LIMIT_MACRO.match(name) is not None)
+    """Whether ``name`` is a C keyword, a macro, typedef or function of the runtime header's or
+    Python.h's includes, a name reserved to the runtime (``fs_``), Boehm's collector, CPython or
+    the C implementation."""
+    return (name in C_KEYWORDS or name in HEADER_NAMES or name in C_FUNCTIONS
+            or name.startswith(_RESERVED_PREFIXES) or re.match(r"^_[A-Z]", name) is not None
+            or _MACRO_LIKE.match(re.sub(r"_[0-9]+$", "", name)) is not None)
+
+
+def c_module_name(name: str) -> str:
+    """The C prefix of a Python module's exported symbols (``blur`` → ``blur``): its name as a C
+    identifier without leading or trailing underscores, ``m_`` before it where that would be empty,
+    begin with a digit or be reserved (``fs`` → ``m_fs``)."""
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII).strip("_")
+    return ident if ident and not ident[0].isdigit() and not is_reserved(f"{ident}_") else f"m_{ident}"
+
+
+def exported_name(module: str, kernel: str) -> str:
+    """The C symbol of a kernel, ``<module>_<kernel>`` (as Futhark's ``futhark_entry_``), so no
+    kernel name is a C library function: each byte of a character outside ASCII letters, digits and
+    ``_`` written ``_XX`` (``größe`` → ``gr_C3_B6_C3_9Fe``)."""
+    escaped = "".join(c if re.fullmatch(r"[A-Za-z0-9_]", c) else "".join(f"_{b:02X}" for b in c.encode())
+                      for c in kernel)
+    return f"{module}_{escaped}"
 
 
 class Namer(NameSupply):
     """Unique C identifiers for the names of one C function: the name made a C identifier, then
-    numbered (``x_1``) where it is taken or reserved."""
+    numbered (``x_1``) where it is taken or reserved.  A name whose numbered forms are reserved too
+    (``__x``, ``fs_t``, ``M_PI``: a reserved prefix or macro rule) gets a ``v`` before it first
+    (``v__x``), so numbering ends: beyond those rules, only finitely many names are reserved."""
 
     def __init__(self, taken=()):
         super().__init__(taken, forbidden=is_reserved)
 
     def fresh(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
-        return super().fresh("v" + base if base[0].isdigit() else base)
+        while base[0].isdigit() or is_reserved(f"{base}_1"):
+            base = "v" + base
+        return super().fresh(base)
 
 
 # ----------------------------------------------------------------------------- C of phrases
@@ -165,11 +201,12 @@ class KernelEmitter:
 
     size_target: SizeTarget = C  # how sizes print (fsmooth.shape.size_printer)
 
-    def __init__(self, k: p.ImperativeKernel, globals_: frozenset, options: Options):
+    def __init__(self, k: p.ImperativeKernel, symbol: str, globals_: frozenset, options: Options):
         self.k = k
+        self.symbol = symbol
         self.options = options
         self.outputs = result_components(k.result, k.result_dims)
-        self.namer = Namer(globals_ | {"scratch"} | {f"out{suffix}" for suffix, _, _ in self.outputs})
+        self.namer = Namer(globals_ | {"scratch", "dims_out"} | {f"out{suffix}" for suffix, _, _ in self.outputs})
         # fs_ names are the runtime's (Namer never gives one out): labels and status variables
         self.exit = FailureExit("fs_exit", "fs_status")
         self.internal = itertools.count(1)
@@ -501,7 +538,7 @@ class KernelEmitter:
     def interface(self) -> KernelInterface:
         k = self.k
         constraints = tuple(Constraint(c.cond, c.param, c.message) for c in k.constraints)
-        return KernelInterface(k.name, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
+        return KernelInterface(k.name, self.symbol, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
                                constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
                                tuple(dict.fromkeys(self.range_checks)))

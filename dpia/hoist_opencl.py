@@ -80,7 +80,7 @@ class _Loop:
     level: str
 
 
-def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
+def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
     sizes = frozenset(s.name for s in k.sizes)
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
@@ -121,7 +121,8 @@ def plan_kernels(k: p.ImperativeKernel, taken: set) -> KernelPlan:
             phases[-1] = replace(phases[-1], tail=body)
         else:
             phases.append(Phase("", body, sequential, global_size, local_size))
-    named = [replace(ph, name=f"{k.name if len(phases) == 1 else f'{k.name}_{j}'}_k") for j, ph in enumerate(phases)]
+    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name)
+    named = [replace(ph, name=f"{symbol if len(phases) == 1 else f'{symbol}_{j}'}_k") for j, ph in enumerate(phases)]
     return KernelPlan(tuple(named), buffers)
 
 

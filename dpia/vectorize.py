@@ -90,7 +90,7 @@ class Lanes:
 def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     """``planned`` with every ``vectorize(w, ·)`` parfor of its kernels as a ``VectorParFor``."""
     k, plan = planned.kernel, planned.kernels
-    analysis = KernelEmitter(k, frozenset(), Options())
+    analysis = KernelEmitter(k, planned.symbol, frozenset(), Options())
     env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
                  for name, ty, _ in k.params}
     env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.names import NameSupply
+from fsmooth.names import NameSupply, destination_name
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
 from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
@@ -325,8 +325,9 @@ class _KernelTranslator:
 
     def kernel(self) -> ir.Kernel:
         k = self.k
-        body = self.term(k.body, result_dest(k.result, "out"))
-        return ir.Kernel(k.name, "out", self.params, k.result, self.result_dims, body, self.sizes,
+        dest = destination_name(n for n, _ in k.params)
+        body = self.term(k.body, result_dest(k.result, dest))
+        return ir.Kernel(k.name, dest, self.params, k.result, self.result_dims, body, self.sizes,
                          self.bounds.constraints())
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from . import core
 from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError
-from .names import NameSupply
+from .names import NameSupply, destination_name
 from .types import FunT, TupleT, leaves, path_suffix
 
 
@@ -248,7 +248,8 @@ def anf_kernel(program: core.Program, k: core.KernelDef,
     ``p_1_0``, ...; the C ABI passes tuples so), and the body rebuilds the tuple ``p`` from them."""
     # The names of the kernel's destinations (dps.translate.result_dest) are never given to a
     # binder of the body, which would shadow them.
-    destinations = ["out"] + [f"out{path_suffix(path)}" for path, _ in leaves(k.result)]
+    dest = destination_name(n for n, _ in k.params)
+    destinations = [dest] + [f"{dest}{path_suffix(path)}" for path, _ in leaves(k.result)]
     names = NameSupply([*(n for n, _ in k.params), *destinations])
     params, env, tuples = [], {}, []
     for n, t in k.params:

@@ -75,6 +75,7 @@ class RangeCheck:
 @dataclass(frozen=True)
 class KernelInterface:
     name: str
+    symbol: str  # the exported C name, <module>_<kernel> (fsmooth.dpia.emit.exported_name)
     params: tuple  # (name, Type)
     result: Type
     sizes: tuple  # SizeSource, in the order of the <sizes> arguments

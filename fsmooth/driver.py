@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -48,16 +49,27 @@ class Trace:
         return self.of(name)[-1]
 
 
-def c_passes(options: Options) -> tuple[Pass, ...]:
+def c_module(program: core.Program) -> str:
+    """The module prefix of a program's exported C names: the entry kernel's source file's stem
+    (``fsmooth.dpia.emit.c_module_name``), as ``fsmooth compile`` names the embedded library."""
+    from fsmooth.dpia.emit import c_module_name
+
+    loc = program.main.loc
+    return c_module_name(pathlib.Path(loc.filename).stem if loc is not None else "fsmooth")
+
+
+def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
+    """The C back end's passes; the kernels are exported as ``<module>_<kernel>``, by default with
+    the module of the program's source (``c_module``)."""
     from fsmooth.dpia.codegen_c import generate_c
     from fsmooth.dpia.translate import dpia_program
 
     return (*_front_passes(options, inline_every=False),
             Pass("dpia", lambda forms, report: dpia_program(forms["simplify_allocs"])),
-            Pass("c", lambda forms, report: generate_c(forms["dpia"], options)))
+            Pass("c", lambda forms, report: generate_c(forms["dpia"], module or c_module(forms["core"]), options)))
 
 
-def opencl_passes(options: Options) -> tuple[Pass, ...]:
+def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     """The OpenCL back end's passes: as for C up to DPS, with every call inlined, then accT/conT
     keeping the strategies, then OpenCL: the kernels planned (loop levels, hoisted buffers),
     vectorised, then printed."""
@@ -68,7 +80,7 @@ def opencl_passes(options: Options) -> tuple[Pass, ...]:
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True),
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["simplify_allocs"])),
-            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"])),
+            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]))),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options)))
 
@@ -154,13 +166,13 @@ class Stages:
     c: object  # fsmooth.artifact.CArtifact
 
 
-def run_pipeline(program: core.Program, options: Options = Options()) -> Stages:
-    trace = run_passes(c_passes(options), program, verifying(options))
+def run_pipeline(program: core.Program, options: Options = Options(), module: str | None = None) -> Stages:
+    trace = run_passes(c_passes(options, module), program, verifying(options))
     return Stages(*(trace.last(STAGE_PASSES[stage]) for stage in STAGES))
 
 
-def compile_to_c(program: core.Program, options: Options = Options()):
-    return run_pipeline(program, options).c
+def compile_to_c(program: core.Program, options: Options = Options(), module: str | None = None):
+    return run_pipeline(program, options, module).c
 
 
 def build_executable(kernel):

@@ -34,6 +34,7 @@ from fsmooth.shape.size_printer import C, condition_json, print_condition, size_
 
 from . import core
 from .artifact import STATUS, CArtifact, KernelInterface
+from fsmooth.dpia.emit import c_module_name
 from .errors import CompileError
 from .kernel import Kernel
 from .options import Options
@@ -79,11 +80,12 @@ def merged_program(kernels: list[Kernel]) -> core.Program:
     return core.Program(merged, kernels[0].name)
 
 
-def compile_module(kernels: list[Kernel], options: Options) -> CArtifact:
-    """The C of all ``kernels`` in one translation unit; every kernel of the program is exported."""
+def compile_module(kernels: list[Kernel], options: Options, name: str) -> CArtifact:
+    """The C of all ``kernels`` in one translation unit; every kernel of the program is exported,
+    as ``<name>_<kernel>``."""
     from .driver import compile_to_c
 
-    artifact = compile_to_c(merged_program(kernels), options)
+    artifact = compile_to_c(merged_program(kernels), options, name)
     missing = [k.name for k in kernels if k.name not in artifact.interfaces]
     if missing:  # the pipeline's contract: no exported kernel is dropped, even when inlined
         raise RuntimeError(f"the pipeline dropped the kernels {', '.join(missing)}")
@@ -102,7 +104,7 @@ class _Declarations:
 
 
 def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
-    name = re.escape(interface.name)
+    name = re.escape(interface.symbol)
     lines = cdef.splitlines()
 
     def prototype(pattern: str) -> str:
@@ -131,11 +133,6 @@ def _split_declaration(text: str) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------------------- the files
-
-def c_identifier(name: str) -> str:
-    ident = re.sub(r"\W", "_", name, flags=re.ASCII)
-    return ident if ident and not ident[0].isdigit() else f"m_{ident}"
-
 
 def _status_macro(prefix: str, code: int) -> str:
     return f"{prefix}_STATUS_{re.sub(r'[^A-Z0-9]+', '_', STATUS[code].upper()).strip('_')}"
@@ -175,9 +172,10 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "",
         *textwrap.wrap(f"Kernels: {', '.join(artifact.interfaces)}.", 96),
         "",
-        "Each kernel K comes with four functions:",
+        f"Each kernel k is exported as K = {name}_k (a character of k outside ASCII letters, digits",
+        "and _ written as its UTF-8 bytes _XX), with four functions:",
         "",
-        "  int     K(void *scratch, T *out, <params>);  runs K; returns a status code (below)",
+        "  int     K(void *scratch, T *out, <params>);  runs k; returns a status code (below)",
         "  void    K_shape(int64_t *dims_out, <sizes>);  writes the result's dims (rank of them)",
         "  int64_t K_scratch_bytes(<sizes>);              the exact peak scratch bytes of one call",
         "  int     K_check_sizes(<sizes>);                0, or 1 + the number of the first failed",
@@ -214,7 +212,7 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
         shape = f", dims {' x '.join(dims)}" if dims else ""
         lines.append(f"  {cname:<12} {ctype:<16} {type_str(ty)}{shape}")
     for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results):
-        what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.name}_shape{suffix})" if rank(ty)
+        what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.symbol}_shape{suffix})" if rank(ty)
                 else "one scalar")
         component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
         lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
@@ -223,7 +221,7 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
             f"{s.symbol} = " + (f"the value of {s.param}" if s.dim is None else f"dim {s.dim} of {s.param}")
             for s in interface.sizes))
     if interface.constraints:
-        lines.append(f"Requires (else {interface.name}_check_sizes is nonzero and {interface.name} returns "
+        lines.append(f"Requires (else {interface.symbol}_check_sizes is nonzero and {interface.symbol} returns "
                      f"{_status_macro(prefix, 3)}):")
         lines += [f"  {j + 1}. {print_condition(c.cond, C)}   ({c.message})"
                   for j, c in enumerate(interface.constraints)]
@@ -272,14 +270,14 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
                   for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
         result = interface.result
         outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype,
-                    "dims": [str(d) for d in dims], "shape_fun": f"{interface.name}_shape{suffix}"}
+                    "dims": [str(d) for d in dims], "shape_fun": f"{interface.symbol}_shape{suffix}"}
                    for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
         kernels[interface.name] = {
-            "cfun": interface.name,
+            "cfun": interface.symbol,
             "shape_fun": [o["shape_fun"] for o in outputs] if len(outputs) > 1 or outputs[0]["cname"] != "out"
-            else f"{interface.name}_shape",
-            "scratch_fun": f"{interface.name}_scratch_bytes",
-            "check_fun": f"{interface.name}_check_sizes",
+            else f"{interface.symbol}_shape",
+            "scratch_fun": f"{interface.symbol}_scratch_bytes",
+            "check_fun": f"{interface.symbol}_check_sizes",
             "prototypes": list(decl.prototypes),
             "params": params,
             "result": ({"type": type_str(result), "rank": rank(result), "ctype": outputs[0]["ctype"],
@@ -309,8 +307,9 @@ def _check_library_names(name: str, artifact: CArtifact) -> None:
     """The library's own C names must not be a kernel's function names."""
     ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
     for k, interface in artifact.interfaces.items():
-        shapes = {f"{k}_shape{suffix}" for suffix, _, _ in interface.outputs}
-        clash = ours & {k, *shapes, f"{k}_scratch_bytes", f"{k}_check_sizes", f"{k}_body"}
+        symbol = interface.symbol
+        shapes = {f"{symbol}_shape{suffix}" for suffix, _, _ in interface.outputs}
+        clash = ours & {symbol, *shapes, f"{symbol}_scratch_bytes", f"{symbol}_check_sizes", f"{symbol}_body"}
         if clash:
             raise CompileError(f"the kernel name '{k}' clashes with the library's C name {sorted(clash)[0]}; "
                                "rename the kernel or the module")
@@ -320,8 +319,8 @@ def library(module_name: str, kernels: list[Kernel], options: Options, source_fi
     """The header, C and manifest of ``kernels`` as the module ``module_name`` (of ``source_file``)."""
     if not kernels:
         raise ValueError(f"{source_file} exports no kernels")
-    name = c_identifier(module_name)
-    artifact = compile_module(kernels, options)
+    name = c_module_name(module_name)
+    artifact = compile_module(kernels, options, name)
     _check_library_names(name, artifact)
     by_name = {k.name: k for k in kernels}
     return Library(name, _header(name, source_file, artifact, by_name, options), _source(name, artifact),

@@ -53,3 +53,13 @@ class NameSupply:
 
     def _unavailable(self, name: str) -> bool:
         return name in self.taken or name in self.made_up_avoid or self.forbidden(name)
+
+
+def destination_name(params: Iterable[str]) -> str:
+    """The name of a kernel's destination (DPS), ``out`` unless a parameter is ``out`` or
+    ``out_...``, then ``out1``, ``out2``, ...: its components are ``out_0``, ``out_1_0``, ..., and
+    a tuple parameter ``p`` becomes ``p_0``, ..., so the choice is the same before and after.  A
+    parameter rules out one candidate at most, so one of the first ``len(params) + 1`` is free."""
+    params = tuple(params)
+    return next(candidate for candidate in ("out", *(f"out{k}" for k in range(1, len(params) + 1)))
+                if not any(p == candidate or p.startswith(f"{candidate}_") for p in params))

@@ -180,14 +180,14 @@ class Executable:
         self._flatten = tuple_flattener(interface.name, signature)
         self.check_arena = check_arena
         self.last_high_water: int | None = None  # set by each checked call
-        name = interface.name
+        name, symbol = interface.name, interface.symbol
         ffi, lib = library.ffi, library.lib
         self._ffi = ffi
         self._library = library  # keeps the module alive as long as its functions are used
-        self._kernel = getattr(lib, name)
-        self._shapes = tuple(getattr(lib, f"{name}_shape{suffix}") for suffix, _, _ in interface.outputs)
-        self._scratch_bytes = getattr(lib, f"{name}_scratch_bytes")
-        self._check_sizes = getattr(lib, f"{name}_check_sizes")
+        self._kernel = getattr(lib, symbol)
+        self._shapes = tuple(getattr(lib, f"{symbol}_shape{suffix}") for suffix, _, _ in interface.outputs)
+        self._scratch_bytes = getattr(lib, f"{symbol}_scratch_bytes")
+        self._check_sizes = getattr(lib, f"{symbol}_check_sizes")
 
         self._nparams = len(interface.params)
         self._converters = tuple(
@@ -300,7 +300,7 @@ class Executable:
                 where = int(outside[0]) - GUARD_BYTES
                 raise RuntimeError(
                     f"{self.interface.name}: arena overrun: wrote byte {where} of a scratch arena of "
-                    f"{nbytes} bytes ({self.interface.name}_scratch_bytes is wrong, or the kernel "
+                    f"{nbytes} bytes ({self.interface.symbol}_scratch_bytes is wrong, or the kernel "
                     f"writes outside its regions)")
             if written.size:
                 high = max(high, int(written[-1]) - GUARD_BYTES + 1)

@@ -74,7 +74,7 @@ void stage_shape(int64_t *dims_out, int64_t a_d0, int64_t k);
 int64_t stage_scratch_bytes(int64_t a_d0, int64_t k);
 int stage_check_sizes(int64_t a_d0, int64_t k);
 """
-STAGE = KernelInterface("stage", (("a", Array[Double]), ("k", Card)), Array[Double],
+STAGE = KernelInterface("stage", "stage", (("a", Array[Double]), ("k", Card)), Array[Double],
                         (SizeSource("a_d0", "a", 0), SizeSource("k", "k", None)), (), S("8*a_d0"), (S("a_d0"),))
 
 

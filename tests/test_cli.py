@@ -111,7 +111,7 @@ def test_explain_each_stage(kernels_file, stage):
     if stage == "core":
         assert "build" in result.stdout and "ifold" in result.stdout
     if stage == "c":
-        assert "int norm_of_sum(" in result.stdout and "norm_of_sum_scratch_bytes" in result.stdout
+        assert "int kernels_norm_of_sum(" in result.stdout and "kernels_norm_of_sum_scratch_bytes" in result.stdout
 
 
 def test_explain_all_stages_by_module_name():
@@ -155,7 +155,7 @@ def test_demo(tmp_path):
         assert abs(float(compiled) - float(reference)) <= 1e-12 * max(1.0, abs(float(reference)))
         assert float(difference) <= 1e-12 * max(1.0, abs(float(reference)))
         assert int(scratch) >= 0
-    assert "int f(" in c_path.read_text()
+    assert "int examples_f(" in c_path.read_text()
 
 
 # ----------------------------------------------------------------------------- compile
@@ -169,15 +169,15 @@ def test_compile_writes_header_source_runtime_and_manifest(tmp_path):
     assert written == ["fsmooth_rt.h", "fsmooth_scalar.h", "vectors.c", "vectors.h", "vectors.json"]
     assert "add, norm_of_sum" in result.stdout
     header = (tmp_path / "out" / "vectors.h").read_text()
-    assert "int add(void *scratch, double *out, const double *a, int64_t a_d0, const double *b, int64_t b_d0);" in header
-    assert "int64_t norm_of_sum_scratch_bytes(int64_t a_d0, int64_t b_d0);" in header
+    assert "int vectors_add(void *scratch, double *out, const double *a, int64_t a_d0, const double *b, int64_t b_d0);" in header
+    assert "int64_t vectors_norm_of_sum_scratch_bytes(int64_t a_d0, int64_t b_d0);" in header
 
 
 def test_compile_by_module_name_leaves_helpers_out(tmp_path):
     result = fsmooth("compile", "fsmooth.examples", "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
     header = (tmp_path / "examples.h").read_text()
-    assert "int f(" in header and "int vector_add(" in header
+    assert "int examples_f(" in header and "int examples_vector_add(" in header
     assert "vector_map2" not in header  # a helper: it takes a function
 
 

@@ -183,7 +183,7 @@ class Runner:
     def __init__(self, artifact, tmp, name):
         self.ffi, self.lib = compile_and_load(artifact, tmp)
         self.iface = artifact.interfaces[name]
-        self.name = name
+        self.name = self.iface.symbol  # the exported name: t_<kernel> (the tests' module is t)
 
     def sizes(self, args):
         by_name = dict(zip((p for p, _ in self.iface.params), args))
@@ -216,7 +216,7 @@ class Runner:
 
 
 def runner(prog, tmp, name=None):
-    return Runner(generate_c(dpia_program(prog)), tmp, name or prog.entry)
+    return Runner(generate_c(dpia_program(prog), "t"), tmp, name or prog.entry)
 
 
 # ----------------------------------------------------------------------------- tests
@@ -231,7 +231,7 @@ def test_vector_add(tmp, size):
 
 
 def test_vector_add_size_constraint(tmp):
-    artifact = generate_c(dpia_program(program(vector_add())))
+    artifact = generate_c(dpia_program(program(vector_add())), "t")
     run = Runner(artifact, tmp, "vector_add")
     assert run(np.ones(5), np.ones(4)) == ("size", 1)
     assert run.iface.constraints[0].param == "b"
@@ -249,11 +249,11 @@ def test_dot(tmp, size):
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 5), (6, 2)])
 def test_transpose(tmp, shape):
-    artifact = generate_c(dpia_program(program(transpose())))
+    artifact = generate_c(dpia_program(program(transpose())), "t")
     run = Runner(artifact, tmp, "transpose")
     a = np.random.default_rng(0).standard_normal(shape)
     np.testing.assert_array_equal(run(a), a.T)
-    subscripts = re.findall(r"\[([^\]]*)\]", artifact.source.split("static int transpose_body(")[-1])
+    subscripts = re.findall(r"\[([^\]]*)\]", artifact.source.split("static int t_transpose_body(")[-1])
     assert subscripts and all("/" not in s and "%" not in s and "fs_" not in s for s in subscripts)
 
 
@@ -263,12 +263,12 @@ def test_running_example_with_callee_and_alloc(tmp):
     rng = np.random.default_rng(3)
     v1, v2 = rng.standard_normal(9), rng.standard_normal(9)
     assert run(v1, v2) == pytest.approx(float(np.linalg.norm(v1 + v2)), rel=1e-12)
-    assert getattr(run.lib, "norm_of_sum_scratch_bytes")(9, 9) == 80
+    assert getattr(run.lib, "t_norm_of_sum_scratch_bytes")(9, 9) == 80
     (tmp / "callee").mkdir()
-    callee = Runner(generate_c(dpia_program(prog)), tmp / "callee", "vector_add")
+    callee = Runner(generate_c(dpia_program(prog), "t"), tmp / "callee", "vector_add")
     np.testing.assert_array_equal(callee(v1, v2), v1 + v2)
-    source = generate_c(dpia_program(prog)).source
-    assert "vector_add_body((char *)scratch + " in source
+    source = generate_c(dpia_program(prog), "t").source
+    assert "t_vector_add_body((char *)scratch + " in source
     assert "malloc" not in source
 
 
@@ -286,7 +286,7 @@ def test_jacobi_double_buffer(tmp, size, steps):
     run = runner(program(jacobi()), tmp)
     x = np.random.default_rng(size).standard_normal(size)
     np.testing.assert_allclose(run(x, steps), jacobi_numpy(x, steps), rtol=1e-13)
-    assert run.lib.jacobi_scratch_bytes(size, steps) == 2 * aligned(8 * size)
+    assert run.lib.t_jacobi_scratch_bytes(size, steps) == 2 * aligned(8 * size)
 
 
 def test_if_writing_an_array(tmp):
@@ -397,7 +397,7 @@ def test_array_state_ifold_swaps_buffers_without_copying():
 
     for options in (None, Options(fusion=False, inline_kernels=False)):
         source = compile_to_c(iterate.jacobi.program(), options or Options()).source
-        body = source.split("static int jacobi_body(")[-1]
+        body = source.split("static int t_jacobi_body(")[-1]
         start = body.index("for (int64_t step")
         depth, end = 0, start
         for end in range(start, len(body)):
@@ -416,7 +416,7 @@ def test_status_variable_instead_of_early_returns():
     return): no `return` but the last one in a kernel body."""
     for prog in (program(gather()), program(jacobi()), vector_norm_of_sum()):
         for options in (Options(), Options(allocation="malloc"), Options(parallel=True)):
-            source = generate_c(dpia_program(prog), options).source
+            source = generate_c(dpia_program(prog), "t", options).source
             bodies = re.findall(r"static int \w+_body\([^;]*?\{\n.*?\n\}\n", source, re.S)
             assert len(bodies) == len(prog.kernels)
             assert all(body.count("return ") == 1 for body in bodies), bodies
@@ -448,10 +448,10 @@ def test_void_casts_only_for_unused_parameters():
     def definition(head: str) -> str:
         return re.search(rf"^{re.escape(head)}\([^)]*\) {{\n(.*?)^}}", source, re.M | re.S).group(1)
 
-    body = definition("static int vector_add_body")
+    body = definition("static int examples_vector_add_body")
     assert "(void)scratch;" in body and "(void)v2_d0;" in body  # no arena; the loop runs to v1_d0
     for used in ("out", "v1", "v2", "v1_d0"):
         assert re.search(rf"\b{used}\b", body) and f"(void){used};" not in body
-    assert "(void)" not in definition("int vector_add_check_sizes")  # both lengths are constrained
-    shape = definition("void vector_add_shape")
+    assert "(void)" not in definition("int examples_vector_add_check_sizes")  # both lengths are constrained
+    shape = definition("void examples_vector_add_shape")
     assert "(void)dims_out;" not in shape and "(void)v2_d0;" in shape  # the result is v1's length

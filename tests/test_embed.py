@@ -175,8 +175,8 @@ def test_a_failed_size_check_is_a_status_not_a_read(build):
         #include "blur.h"
         int main(void) {
             double v[3] = {1, 2, 3}, w[2] = {1, 1}, out = -1.0;
-            int check = weighted_mean_check_sizes(3, 2), ok = weighted_mean_check_sizes(3, 3);
-            int status = weighted_mean(NULL, &out, v, 3, w, 2);
+            int check = blur_weighted_mean_check_sizes(3, 2), ok = blur_weighted_mean_check_sizes(3, 3);
+            int status = blur_weighted_mean(NULL, &out, v, 3, w, 2);
             printf("%d %d %d %g\\n", check, ok, status, out);
             return 0;
         }
@@ -204,6 +204,8 @@ def test_manifest_describes_every_kernel(build):
     assert manifest["module"] == "blur" and manifest["files"]["header"] == "blur.h"
     assert list(manifest["kernels"]) == ["box_blur", "normalise", "blur_normalised", "weighted_mean", "gather"]
     mean = manifest["kernels"]["weighted_mean"]
+    assert (mean["cfun"], mean["scratch_fun"], mean["check_fun"]) == (
+        "blur_weighted_mean", "blur_weighted_mean_scratch_bytes", "blur_weighted_mean_check_sizes")
     assert mean["params"] == [
         {"name": "v", "type": "Array<Double>", "rank": 1, "ctype": "const double *", "cname": "v", "dims": ["v_d0"]},
         {"name": "w", "type": "Array<Double>", "rank": 1, "ctype": "const double *", "cname": "w", "dims": ["w_d0"]}]
@@ -249,7 +251,7 @@ def test_header_compiles_as_cpp(build):
     if shutil.which("c++") is None:
         pytest.skip("no C++ compiler")
     test = build / "use.cpp"
-    test.write_text('#include "blur.h"\nint main() { return blur_normalised_check_sizes(2, 2); }\n')
+    test.write_text('#include "blur.h"\nint main() { return blur_blur_normalised_check_sizes(2, 2); }\n')
     result = subprocess.run(["c++", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{build}", "-c", "-o",
                              str(build / "use.o"), str(test)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -89,3 +89,9 @@ _SETTINGS = dict(max_examples=EXAMPLES, deadline=None, database=None, derandomiz
 def test_fuzzed_programs_compute_what_the_reference_computes(program, tmp_path_factory):
     _check(program, tmp_path_factory.mktemp("fuzz"))
 
+
+
+@given(program=fuzz_programs.programs(hostile=True))
+@settings(**_SETTINGS)
+def test_fuzzed_programs_with_hostile_names(program, tmp_path_factory):
+    _check(program, tmp_path_factory.mktemp("fuzz"))

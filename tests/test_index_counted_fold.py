@@ -28,7 +28,7 @@ def _vec(rng, n):
 def _body(kernel: fs.Kernel) -> str:
     """The C of the kernel's body function (its loops), without the size checks."""
     source = kernel.c_source()
-    start = re.search(rf"static int {kernel.name}_body\([^)]*\) {{", source).end()
+    start = re.search(rf"static int \w+_{kernel.name}_body\([^)]*\) {{", source).end()
     return source[start:source.index("\n}\n", start)]
 
 

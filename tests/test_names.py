@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import copy
+import re
+import subprocess
+import sysconfig
 
-from fsmooth.dpia.emit import Namer
-from fsmooth.names import NameSupply
+from fsmooth.clib import HEADER_DIR
+from fsmooth.dpia.emit import Namer, c_module_name, exported_name, is_reserved
+from fsmooth.names import NameSupply, destination_name
 
 
 def test_a_free_base_is_given_as_is_then_numbered_past_taken_names():
@@ -41,3 +45,39 @@ def test_c_names_are_identifiers_and_never_reserved():
     namer = Namer({"n"})
     assert [namer.fresh("int"), namer.fresh("2x"), namer.fresh("a.b"), namer.fresh("n")] == [
         "int_1", "v2x", "a_b", "n_1"]
+
+
+HOSTILE = ("__x", "_X", "fs_t", "GC_x", "FP_x", "SIZE_x", "M_PI", "M_PI_2", "M_E", "CHAR_BIT", "RAND_MAX",
+           "NULL", "EOF", "errno", "linux", "sqrt", "fmin", "int", "v_d0", "größe", "Py_None", "N", "E2BIG")
+
+
+def test_c_names_of_hostile_identifiers_end_and_are_never_reserved():
+    namer = Namer({"scratch", "out"})
+    names = [namer.fresh(name) for name in HOSTILE + HOSTILE]  # the second time numbered
+    assert len(set(names)) == len(names)
+    assert not [name for name in names if is_reserved(name) or not re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII)]
+    assert names[:3] == ["v__x", "v_X", "vfs_t"]
+
+
+def test_every_object_macro_of_the_runtime_header_and_python_h_is_reserved():
+    # gcc's own list, in the dialects of the cffi build (c99, after Python.h) and of embedding users (gnu)
+    macros = set()
+    for std in ("c99", "gnu11"):
+        listing = subprocess.run(["cc", f"-std={std}", "-dM", "-E", "-I", str(HEADER_DIR),
+                                  "-I", sysconfig.get_paths()["include"], "-"],
+                                 input='#include <Python.h>\n#include "fsmooth_rt.h"\n', capture_output=True,
+                                 text=True, check=True)
+        macros |= {m.group(1) for m in re.finditer(r"^#define (\w+)\b(?!\()", listing.stdout, re.MULTILINE)}
+    assert len(macros) > 1000 and not sorted(m for m in macros if not is_reserved(m))
+
+
+def test_kernels_are_exported_with_the_module_prefix_and_escaped():
+    assert exported_name("blur", "gather") == "blur_gather"
+    assert exported_name("m", "größe") == "m_gr_C3_B6_C3_9Fe"
+    assert [c_module_name(m) for m in ("blur", "__main__", "fs", "2d", "my-mod")] == [
+        "blur", "main", "m_fs", "m_2d", "my_mod"]
+
+
+def test_the_destination_is_named_apart_from_the_parameters():
+    assert destination_name(["a", "b"]) == "out"
+    assert destination_name(["out", "out1_0", "x"]) == "out2"

@@ -208,7 +208,7 @@ def test_cli_compile_target_opencl(tmp_path):
     assert "halve" in description["skipped"]  # a fragment: build_local outside any workgroup
     source = (tmp_path / "blas.cl").read_text()
     assert source.count("static inline int64_t fs_floordiv_i64") == 1
-    assert "__kernel void dot_1_k(" in source
+    assert "__kernel void blas_dot_1_k(" in source  # named after the exported C name
 
 
 # ----------------------------------------------------------------------------- Oclgrind

@@ -41,7 +41,7 @@ __kernel void vector_add(__global const T *restrict a, __global const T *restric
 }
 """
     interface = KernelInterface(
-        "vector_add", (("a", Array[elem]), ("b", Array[elem])), Array[elem],
+        "vector_add", "vector_add", (("a", Array[elem]), ("b", Array[elem])), Array[elem],
         (SizeSource("a_d0", "a", 0), SizeSource("b_d0", "b", 0)),
         (Constraint(a_d0 - 1 < b_d0, "b", "b has length b_d0 but is read at indices up to a_d0 - 1"),),
         sympy.Integer(0), (a_d0,))
@@ -85,7 +85,7 @@ __kernel void sum_partials(__global const T *restrict partials, __global T *rest
     if (lid == 0) out[0] = scratch[0];
 }
 """.replace("STEP_BARRIER", step_barrier)
-    interface = KernelInterface("vector_sum", (("v", Array[elem]),), elem, (SizeSource("v_d0", "v", 0),),
+    interface = KernelInterface("vector_sum", "vector_sum", (("v", Array[elem]),), elem, (SizeSource("v_d0", "v", 0),),
                                 (), sympy.Integer(0), ())
     buffers = {"v": Buffer("v", "input", elem, v_d0),
                "partials": Buffer("partials", "temp", elem, sympy.ceiling(v_d0 / WG)),
@@ -108,7 +108,7 @@ __kernel void shift_if(uchar flag, long k, __global const double *restrict a,
 }
 """
     interface = KernelInterface(
-        "shift_if", (("flag", Bool), ("k", Index), ("a", Array[Double])), Array[Double],
+        "shift_if", "shift_if", (("flag", Bool), ("k", Index), ("a", Array[Double])), Array[Double],
         (SizeSource("a_d0", "a", 0),), (), sympy.Integer(0), (a_d0,))
     buffers = {"a": Buffer("a", "input", Double, a_d0), "out": Buffer("out", "output", Double, a_d0)}
     launches = (Launch("shift_if", ("flag", "k", "a", "out", "a_d0"), (a_d0,), None),)
@@ -132,7 +132,7 @@ __kernel void check_large(__global const double *restrict a, long n, long later_
 }
 """
     interface = KernelInterface(
-        "checked", (("a", Array[Double]), ("code", Index), ("later_code", Index)), Array[Double],
+        "checked", "checked", (("a", Array[Double]), ("code", Index), ("later_code", Index)), Array[Double],
         (SizeSource("a_d0", "a", 0),), (), sympy.Integer(0), (a_d0,))
     buffers = {"a": Buffer("a", "input", Double, a_d0), "out": Buffer("out", "output", Double, a_d0),
                "status": Buffer("status", "status", STATUS_ELEM, 2 * ONE)}

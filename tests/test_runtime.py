@@ -192,30 +192,30 @@ def _dims(param: str, rank: int) -> tuple:
 
 INTERFACES = {
     "vadd": KernelInterface(
-        "vadd", (("a", VEC), ("b", VEC)), VEC, _dims("a", 1) + _dims("b", 1),
+        "vadd", "vadd", (("a", VEC), ("b", VEC)), VEC, _dims("a", 1) + _dims("b", 1),
         (Constraint(S("b_d0 >= a_d0"), "b", "b has length b_d0 but is read at indices up to a_d0 - 1"),),
         S("8*a_d0"), (S("a_d0"),)),
     "scaled_transpose": KernelInterface(
-        "scaled_transpose", (("m", Array[VEC]), ("s", Double)), Array[VEC], _dims("m", 2), (),
+        "scaled_transpose", "scaled_transpose", (("m", Array[VEC]), ("s", Double)), Array[VEC], _dims("m", 2), (),
         S("0"), (S("m_d1"), S("m_d0"))),
     "dot": KernelInterface(
-        "dot", (("a", VEC), ("b", VEC)), Double, _dims("a", 1) + _dims("b", 1),
+        "dot", "dot", (("a", VEC), ("b", VEC)), Double, _dims("a", 1) + _dims("b", 1),
         (Constraint(S("b_d0 >= a_d0"), "b", "b is shorter than a"),
          Constraint(S("b_d0 <= a_d0"), "a", "a is shorter than b")),
         S("0"), ()),
     "iota": KernelInterface(
-        "iota", (("n", Card), ("start", Index)), Array[Index], (SizeSource("n", "n", None),), (),
+        "iota", "iota", (("n", Card), ("start", Index)), Array[Index], (SizeSource("n", "n", None),), (),
         S("0"), (S("n"),)),
     "count": KernelInterface(
-        "count", (("flags", Array[Bool]), ("value", Bool)), Index, _dims("flags", 1), (), S("0"), ()),
+        "count", "count", (("flags", Array[Bool]), ("value", Bool)), Index, _dims("flags", 1), (), S("0"), ()),
     "gather": KernelInterface(
-        "gather", (("a", VEC), ("idx", Array[Index])), VEC, _dims("a", 1) + _dims("idx", 1), (),
+        "gather", "gather", (("a", VEC), ("idx", Array[Index])), VEC, _dims("a", 1) + _dims("idx", 1), (),
         S("0"), (S("idx_d0"),)),
-    "quotient": KernelInterface("quotient", (("x", Index), ("y", Index)), Index, (), (), S("0"), ()),
+    "quotient": KernelInterface("quotient", "quotient", (("x", Index), ("y", Index)), Index, (), (), S("0"), ()),
     "halve": KernelInterface(
-        "halve", (("a", Array[Float]),), Array[Float], _dims("a", 1), (), S("0"), (S("a_d0"),)),
+        "halve", "halve", (("a", Array[Float]),), Array[Float], _dims("a", 1), (), S("0"), (S("a_d0"),)),
     "positive": KernelInterface(
-        "positive", (("a", VEC),), Bool, _dims("a", 1),
+        "positive", "positive", (("a", VEC),), Bool, _dims("a", 1),
         (Constraint(S("a_d0 >= 1"), "a", "a is read at index 0 but has length a_d0"),), S("0"), ()),
 }
 
@@ -479,7 +479,7 @@ int built_with_openmp_check_sizes(void);
 
 
 def test_an_artifact_brings_its_own_flags_and_libraries():
-    iface = KernelInterface("built_with_openmp", (), Bool, (), (), S("0"), ())
+    iface = KernelInterface("built_with_openmp", "built_with_openmp", (), Bool, (), (), S("0"), ())
     for flags, libraries, expected in (((), (), False), (("-fopenmp",), ("gomp",), True)):
         artifact = CArtifact(OPENMP_PROBE, OPENMP_PROBE_CDEF, {iface.name: iface}, flags, libraries)
         assert runtime.Executable(iface, runtime.load_library(artifact)).call() is expected
@@ -494,7 +494,7 @@ _CHILD = textwrap.dedent("""
     from fsmooth.artifact import CArtifact, KernelInterface, SizeSource
     from fsmooth.types import Array, Double
     spec = json.load(open(sys.argv[1]))
-    iface = KernelInterface("scale", (("a", Array[Double]),), Array[Double],
+    iface = KernelInterface("scale", "scale", (("a", Array[Double]),), Array[Double],
                             (SizeSource("a_d0", "a", 0),), (), S("0"), (S("a_d0"),))
     exe = runtime.Executable(iface, runtime.load_library(CArtifact(spec["source"], spec["cdef"], {})))
     out = exe.call(np.arange(3.0))

@@ -151,5 +151,5 @@ def test_corpus_c_divides_up_with_the_helper(parallel):
     from fsmooth.options import default_options
 
     for module in (blas, linalg):
-        source = compile_module(exported_kernels(module), default_options(parallel=parallel)).source
+        source = compile_module(exported_kernels(module), default_options(parallel=parallel), module.__name__.split(".")[-1]).source
         assert "fs_ceildiv_i64(" in source and "-fs_floordiv_i64((-" not in source, module.__name__

@@ -25,8 +25,8 @@ def sum_and_difference(a: Array[Double], b: Array[Double]) -> tuple[Array[Double
 
 def test_a_tuple_result_is_one_out_parameter_and_shape_function_per_component():
     source = tuples.argmax.c_source()
-    assert "int argmax(void *restrict scratch, double *restrict out_0, int64_t *restrict out_1," in source
-    assert "void argmax_shape_0(" in source and "void argmax_shape_1(" in source
+    assert "int tuples_argmax(void *restrict scratch, double *restrict out_0, int64_t *restrict out_1," in source
+    assert "void tuples_argmax_shape_0(" in source and "void tuples_argmax_shape_1(" in source
     source = tuples.scale_and_sum.c_source()
     assert "const double *restrict v, int64_t v_d0, double p_0, const double *restrict p_1" in source
 
@@ -37,7 +37,7 @@ def test_components_are_written_in_place_with_no_scratch_and_no_copy(rng):
     np.testing.assert_array_equal(total, a + b)
     np.testing.assert_array_equal(difference, a - b)
     assert sum_and_difference.scratch_bytes(a, b) == 0
-    body = sum_and_difference.c_source().split("static int sum_and_difference_body(", 2)[2]
+    body = sum_and_difference.c_source().split("static int test_tuples_sum_and_difference_body(", 2)[2]
     assert body.count("for (") == 2  # the two builds, no copy loop
 
 
@@ -81,7 +81,7 @@ def test_the_library_describes_each_component(tmp_path):
     result = manifest["kernels"]["scale_and_sum"]["result"]
     assert [c["cname"] for c in result["components"]] == ["out_0", "out_1"]
     assert result["components"][0]["dims"] == ["v_d0"] and result["components"][1]["rank"] == 0
-    assert manifest["kernels"]["scale_and_sum"]["shape_fun"] == ["scale_and_sum_shape_0", "scale_and_sum_shape_1"]
+    assert manifest["kernels"]["scale_and_sum"]["shape_fun"] == ["tuples_scale_and_sum_shape_0", "tuples_scale_and_sum_shape_1"]
     assert [p["name"] for p in manifest["kernels"]["scale_and_sum"]["params"]] == ["v", "p_0", "p_1"]
     header = (tmp_path / "tuples.h").read_text()
     assert "Result (component 0): `out_0` (double *), Array<Double>, dims v_d0" in header

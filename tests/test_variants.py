@@ -150,7 +150,7 @@ def strided_sum(n: Card, m: Card) -> Index:
 
 
 def _body(kernel) -> str:
-    return kernel.c_source().split(f"static int {kernel.name}_body(")[-1].split("\n}\n")[0]
+    return kernel.c_source().split(f"_{kernel.name}_body(void")[-1].split("\n}\n")[0]
 
 
 @pytest.mark.parametrize("kernel", [flatten, rebuild, row_of], ids=lambda k: k.name)
