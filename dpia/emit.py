@@ -335,6 +335,8 @@ class KernelEmitter:
                 x, d = (self.index(a, env, ranges, checks) for a in (num, den))
                 if not nonzero and not positive(d, ranges):
                     checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                if d.is_zero:  # the check above always fails: sympy's quotient would be zoo
+                    return sympy.Integer(0)
                 return sympy.floor(x / d) if op == "floordiv" else sympy.Mod(x, d)
         symbol = sympy.Dummy("opaque", integer=True)
         self.opaque[symbol] = f"({self.exp(ph, env, ranges, checks)})"

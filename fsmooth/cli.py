@@ -7,7 +7,8 @@
     fsmooth demo [--sizes N ...] [--write-c PATH]
 
 ``FILE.py`` may also be a dotted module name (``fsmooth.examples:f``, ``fsmooth.examples``).  A program fsmooth cannot
-compile, a file that cannot be imported, or a bad option prints one message and exits with 1.
+compile, a file that cannot be imported, a bad option, sizes too large for C's integers or for
+memory, or written C that the C compiler rejects prints one message and exits with 1.
 """
 from __future__ import annotations
 
@@ -120,8 +121,30 @@ def compile_library(where: str, out_dir: str, variant: str | None, parallel: boo
         written = lib.write(pathlib.Path(out_dir))
     except OSError as err:
         raise UsageError(f"cannot write to {out_dir}: {err}") from None
+    check_c_compiles(written[1], options)
     return "\n".join([f"compiled {len(kernels)} kernels of {where} ({', '.join(k.name for k in kernels)})"]
                      + [f"wrote {p}" for p in written])
+
+
+def check_c_compiles(source: pathlib.Path, options: Options) -> None:
+    """``cc -fsyntax-only`` of the written ``.c``: ``fsmooth compile`` reports success only for C
+    that compiles.  The gc variant includes Boehm's ``gc.h``, a system package: its absence is
+    said as such, not blamed on the generated C."""
+    import subprocess
+
+    from .cache import _compiler, system_library_available
+
+    if options.allocation == "gc" and not system_library_available("gc.h", "gc"):
+        raise UsageError("the gc variant needs Boehm's libgc (gc.h, -lgc), which this machine's C compiler "
+                         "does not find; install it (e.g. libgc-dev) or pick another variant")
+    command = [*_compiler(), "-std=c99", "-fsyntax-only", *(["-fopenmp"] if options.parallel else []), str(source)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError as err:
+        raise UsageError(f"cannot run the C compiler {command[0]!r} to check {source}: {err}") from None
+    if result.returncode != 0:
+        first = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
+        raise UsageError(f"the C written to {source} does not compile: {first}")
 
 
 def compile_opencl(where: str, out_dir: str) -> str:
@@ -278,6 +301,9 @@ def parse_sizes(specs: list[str], interface: KernelInterface) -> dict[str, int]:
 
 
 def memory_report(kernel: Kernel, specs: list[str]) -> str:
+    if kernel.program().main.is_helper:
+        raise UsageError(f"{kernel.name} is a helper (it takes a function): it has no memory of its own, "
+                         f"it is inlined where kernels call it")
     artifact = compile_to_c(kernel.program())
     interface = artifact.interfaces[kernel.name]
     sizes = parse_sizes(specs, interface)
@@ -295,8 +321,9 @@ def memory_report(kernel: Kernel, specs: list[str]) -> str:
 
     try:
         dims, nbytes = Executable(interface, load_library(artifact)).plan_for_sizes(sizes)
-    except ValueError as err:  # the sizes break one of the kernel's constraints
-        raise UsageError(str(err)) from None
+    except (ValueError, OverflowError, MemoryError, ZeroDivisionError) as err:
+        # the sizes break a constraint, do not fit C's integers, or make the scratch overflow
+        raise UsageError(f"sizes {', '.join(f'{k}={v}' for k, v in sizes.items())}: {err or type(err).__name__}") from None
     formula = interface.scratch_formula
     formula_value = formula.subs({s: sizes[s.name] for s in formula.free_symbols})
     lines.append(f"with {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
@@ -410,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
                 text = demo(args.sizes, args.write_c)
     except CompileError as err:
         print(err, file=sys.stderr)
+        return 1
+    except (MemoryError, OverflowError) as err:  # sizes too large for this machine or for C's integers
+        print(f"fsmooth: error: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     except UsageError as err:
         print(f"fsmooth: error: {err}", file=sys.stderr)

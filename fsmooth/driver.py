@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import core
-from .errors import IRError
+from .deep_stack import on_deep_stack
+from .errors import CompileError, IRError
 from .options import Options
 
 Report = Callable[[str, object], None]
@@ -115,6 +116,18 @@ def verifying(options: Options) -> bool:
 
 
 def run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool = False) -> Trace:
+    """Every pass's output; a deep program runs on a deep stack (``fsmooth.deep_stack``), and a
+    ``CompileError`` that a pass raises without a location is located at the entry kernel's ``def``."""
+    entry_loc = program.main.loc
+    try:
+        return on_deep_stack(lambda: _run_passes(passes, program, verify), program.entry, entry_loc)
+    except CompileError as err:
+        if err.loc is not None:
+            raise
+        raise CompileError(err.message, entry_loc) from None
+
+
+def _run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool) -> Trace:
     outputs: list[tuple[str, object]] = []
     forms = {}
 

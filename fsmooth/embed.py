@@ -303,8 +303,11 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
     }
 
 
-def _check_library_names(name: str, artifact: CArtifact) -> None:
-    """The library's own C names must not be a kernel's function names."""
+def _check_library_names(name: str, artifact: CArtifact, by_name: dict[str, Kernel]) -> None:
+    """The library's own C names must not be a kernel's function names (an error at its ``def``,
+    or at the first exported kernel's for a kernel of another module that one calls)."""
+    from .frontend import def_loc
+
     ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
     for k, interface in artifact.interfaces.items():
         symbol = interface.symbol
@@ -312,7 +315,8 @@ def _check_library_names(name: str, artifact: CArtifact) -> None:
         clash = ours & {symbol, *shapes, f"{symbol}_scratch_bytes", f"{symbol}_check_sizes", f"{symbol}_body"}
         if clash:
             raise CompileError(f"the kernel name '{k}' clashes with the library's C name {sorted(clash)[0]}; "
-                               "rename the kernel or the module")
+                               "rename the kernel or the module",
+                               def_loc(by_name.get(k, next(iter(by_name.values())))))
 
 
 def library(module_name: str, kernels: list[Kernel], options: Options, source_file: str) -> Library:
@@ -321,7 +325,7 @@ def library(module_name: str, kernels: list[Kernel], options: Options, source_fi
         raise ValueError(f"{source_file} exports no kernels")
     name = c_module_name(module_name)
     artifact = compile_module(kernels, options, name)
-    _check_library_names(name, artifact)
     by_name = {k.name: k for k in kernels}
+    _check_library_names(name, artifact, by_name)
     return Library(name, _header(name, source_file, artifact, by_name, options), _source(name, artifact),
                    _manifest(name, source_file, artifact, options))

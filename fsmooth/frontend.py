@@ -33,6 +33,7 @@ from . import strategies
 from . import typecheck as tc
 from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
                    PrimApp, Program, Proj, Tuple, Var)
+from .deep_stack import on_deep_stack
 from .errors import CompileError, Loc
 from .kernel import Kernel
 from .names import NameSupply
@@ -41,14 +42,22 @@ from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Typ
 
 def parse_program(kernel: Kernel) -> Program:
     """The typed core program of ``kernel`` and every kernel it calls, transitively."""
-    builder = _ProgramBuilder()
-    try:
+    def parse() -> Program:
+        builder = _ProgramBuilder()
         builder.visit(kernel, None)
-    except RecursionError:
-        code = kernel.fn.__code__
-        raise CompileError(f"kernel {kernel.name} is nested too deeply to compile",
-                           Loc(code.co_filename, code.co_firstlineno, 0)) from None
-    return Program(dict(builder.kernels), kernel.name)
+        return Program(dict(builder.kernels), kernel.name)
+
+    return on_deep_stack(parse, kernel.name, def_loc(kernel))
+
+
+def def_loc(kernel: Kernel) -> Loc:
+    """The ``def`` line of ``kernel`` (below its decorators), for errors about the whole kernel."""
+    source = kernel.source
+    for offset, line in enumerate(source.lines):
+        stripped = line.lstrip()
+        if stripped.startswith(("def ", "async def ")):
+            return Loc(source.filename, source.first_line + offset, len(line) - len(stripped), line.rstrip("\r\n"))
+    return Loc(source.filename, source.first_line, 0)
 
 
 # ----------------------------------------------------------------------------- built-ins

@@ -124,6 +124,10 @@ class Kernel:
             if self._executable is None:
                 from .driver import build_executable
 
+                if self.program().main.is_helper:
+                    raise TypeError(f"{self.name} is a helper (it takes a function): helpers are inlined where "
+                                    f"kernels call them and cannot be called from Python, only from kernels")
+
                 self._executable = build_executable(self)
             return self._executable
 

@@ -86,7 +86,7 @@ def evaluate(s: SExpr, env: dict):
             n = evaluate(card, env)
             if not is_card(n):
                 raise CompileError("the size of build must be computable from the input sizes, "
-                                   "not from the data", loc)
+                                   "not from the data nor by dividing by zero", loc)
             return VecShape(n, evaluate(elem, env))
         case SFst(arg):
             return evaluate(arg, env).card
@@ -96,6 +96,8 @@ def evaluate(s: SExpr, env: dict):
             values = [evaluate(a, env) for a in args]
             if not all(is_card(v) for v in values):
                 return CIRC  # a Card computed from data: known only at run time
+            if op in ("floordiv", "mod") and values[1].is_zero:
+                return CIRC  # a division by zero, which the run time reports where it happens
             return CARD_OPS[op][1](*values)
         case SLet(name, rhs, body):
             return evaluate(body, {**env, name: evaluate(rhs, env)})

@@ -196,3 +196,70 @@ def test_compile_of_a_module_without_kernels(tmp_path):
 def test_compile_rejects_unknown_variants(kernels_file, tmp_path):
     result = fsmooth("compile", str(kernels_file), "-o", str(tmp_path), "--variant", "turbo")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+# ----------------------------------------------------------------------------- bad input, in process (issue 13)
+
+def _main_fails_cleanly(capsys, argv: list[str], *fragments: str) -> None:
+    from fsmooth.cli import main
+
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+    for fragment in fragments:
+        assert fragment in captured.err, captured.err
+
+
+HELPER_AND_OUTER = textwrap.dedent("""
+    import typing
+    import fsmooth as fs
+    from fsmooth import Array, Double, build, length
+
+    @fs.kernel
+    def outer(a: Array[Double], b: Array[Double]) -> Array[Array[Double]]:
+        return build(length(a), lambda i: build(length(b), lambda j: a[i] * b[j]))
+
+    @fs.kernel
+    def apply(x: Double, f: typing.Callable[[Double], Double]) -> Double:
+        return f(x)
+""")
+
+
+def test_mem_with_sizes_too_large_for_c_is_one_line(tmp_path, capsys):
+    path = tmp_path / "outer_kernels.py"
+    path.write_text(HELPER_AND_OUTER)
+    _main_fails_cleanly(capsys, ["mem", f"{path}:outer", "--size", f"a_d0={2 ** 70}", "--size", "b_d0=1"],
+                        "a_d0=1180591620717411303424")
+    _main_fails_cleanly(capsys, ["mem", f"{path}:outer", "--size", "a_d0=1.5", "--size", "b_d0=1"], "not an integer")
+    _main_fails_cleanly(capsys, ["mem", f"{path}:apply"], "helper")
+    _main_fails_cleanly(capsys, ["mem", f"{path}:absent"], "no kernel 'absent'")
+    _main_fails_cleanly(capsys, ["mem", f"{tmp_path / 'absent.py'}:outer"], "no such file")
+
+
+def test_demo_with_sizes_too_large_for_memory_is_one_line(capsys):
+    _main_fails_cleanly(capsys, ["demo", "--sizes", str(10 ** 14)], "MemoryError")
+
+
+def test_compile_fails_when_the_written_c_does_not_compile(kernels_file, tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    import fsmooth.cli
+
+    def broken_library(*args):
+        lib = fsmooth.embed.library(*args)
+        return dataclasses.replace(lib, source=lib.source + "\nint broken(\n")
+
+    monkeypatch.setattr(fsmooth.cli, "library", broken_library)
+    _main_fails_cleanly(capsys, ["compile", str(tmp_path / "none.py"), "-o", str(tmp_path / "out")], "no such file")
+    kernels_file.write_text(KERNELS.replace("@fs.kernel\ndef looping", "def looping"))
+    _main_fails_cleanly(capsys, ["compile", str(kernels_file), "-o", str(tmp_path / "out")], "does not compile")
+
+
+def test_compile_of_the_gc_variant_without_libgc_says_so(kernels_file, tmp_path, capsys, monkeypatch):
+    import fsmooth.cache
+
+    monkeypatch.setattr(fsmooth.cache, "system_library_available", lambda header, library: False)
+    kernels_file.write_text(KERNELS.replace("@fs.kernel\ndef looping", "def looping"))
+    _main_fails_cleanly(capsys, ["compile", str(kernels_file), "-o", str(tmp_path / "out"), "--variant", "gc"],
+                        "libgc")

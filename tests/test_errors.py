@@ -623,3 +623,98 @@ def test_the_unmutated_fuzz_program_compiles(tmp_path):
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(4), rng.standard_normal((4, 2)), 3, 2, 0.5, 1.5, True]
     assert run_kernel(program, "k", args) == pytest.approx(sum(args[0] * args[1][:, 0]) + 2 * 1.5 + 0.5 * 3)
+
+
+# ----------------------------------------------------------------------------- deep programs, divisions by zero,
+# helpers from Python, errors located (issue 13)
+
+def _module(tmp_path, name: str, source: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text("import typing\nimport fsmooth as fs\nfrom fsmooth import Array, Card, Double, build\n\n" + source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _dependent_lines(count: int) -> str:
+    lines = [f"    x{k} = x{k - 1} + 1.0" if k % 2 else f"    x{k} = x{k - 1} * 0.5" for k in range(1, count + 1)]
+    return "@fs.kernel\ndef chain(x0: Double) -> Double:\n" + "\n".join(lines) + f"\n    return x{count}\n"
+
+
+def test_two_hundred_dependent_lines_compile(tmp_path):
+    chain = _module(tmp_path, "deep_chain", _dependent_lines(200)).chain
+    assert chain(3.0) == chain.reference(3.0)
+
+
+def test_a_long_sum_compiles(tmp_path):
+    terms = " + ".join(f"a[{i}]" for i in range(60))
+    total = _module(tmp_path, "deep_sum", f"@fs.kernel\ndef total(a: Array[Double]) -> Double:\n    return {terms}\n").total
+    assert total(np.arange(60.0)) == sum(range(60))
+
+
+def test_too_deep_a_program_is_a_compile_error_at_its_def(tmp_path, monkeypatch):
+    import fsmooth.deep_stack
+
+    monkeypatch.setattr(fsmooth.deep_stack, "RECURSION_LIMIT", 1000)  # the same failure, reached sooner
+    chain = _module(tmp_path, "too_deep", _dependent_lines(1500)).chain
+    with pytest.raises(CompileError, match="nested too deeply") as err:
+        chain.program()
+    assert (err.value.lineno, err.value.col_offset) == (6, 0)
+    assert "def chain" in str(err.value) and "^" in str(err.value)
+
+
+@pytest.mark.parametrize("body, args", [("return 7 % 0", (1,)), ("return 1 // 0", (1,)), ("return n % 0", (3,)),
+                                        ("return n // (n - n)", (3,)), ("return n + 1 if n > 5 else n % 0", (3,))])
+def test_an_integer_division_by_zero_is_a_run_time_error(tmp_path, body, args):
+    k = _module(tmp_path, "divide_by_zero", f"@fs.kernel\ndef k(n: Card) -> Card:\n    {body}\n").k
+    with pytest.raises(ZeroDivisionError):
+        k.reference(*args)
+    with pytest.raises(ZeroDivisionError):
+        k(*args)
+
+
+def test_a_build_sized_by_a_division_by_zero_is_a_located_compile_error(tmp_path):
+    k = _module(tmp_path, "build_by_zero",
+                "@fs.kernel\ndef k(n: Card) -> Array[Double]:\n    return build(n // 0, lambda i: 1.0)\n").k
+    with pytest.raises(CompileError, match="dividing by zero") as err:
+        k.c_source()
+    assert (err.value.lineno, err.value.col_offset) == (7, 11)
+
+
+def test_a_helper_called_from_python_is_a_type_error(tmp_path):
+    helper = _module(tmp_path, "helper_from_python", "@fs.kernel\ndef apply(x: Double, f: typing.Callable[[Double], Double]) -> Double:\n"
+                     "    return f(x)\n").apply
+    with pytest.raises(TypeError, match="helper.*only from kernels"):
+        helper(1.0, lambda x: x)
+    assert helper.reference(2.0, lambda x: x * 3.0) == 6.0
+
+
+BAD_PROGRAMS = {
+    "build_by_zero": "@fs.kernel\ndef k(n: Card) -> Array[Double]:\n    return build(n // 0, lambda i: 1.0)\n",
+    "data_size": "@fs.kernel\ndef k(v: Array[Double]) -> Array[Double]:\n    return build(int(v[0]), lambda i: 1.0)\n",
+    "type": "@fs.kernel\ndef k(x: Double) -> Double:\n    return x + (x < 1.0)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PROGRAMS))
+def test_every_compile_error_is_located(tmp_path, name):
+    module = _module(tmp_path, f"bad_{name}", BAD_PROGRAMS[name])
+    kernel = next(v for v in vars(module).values() if isinstance(v, fs.Kernel))
+    with pytest.raises(CompileError) as err:
+        kernel.c_source()
+    e = err.value
+    assert e.filename == str(tmp_path / f"bad_{name}.py") and e.lineno >= 5 and e.col_offset is not None
+    source_line, caret = str(e).splitlines()[1:3]
+    assert source_line.strip() and caret.strip().startswith("^")
+
+
+def test_a_kernel_name_clashing_with_the_library_is_located(tmp_path):
+    from fsmooth.embed import library
+    from fsmooth.options import default_options
+
+    # exported as clash_status_message, the library's own status function
+    module = _module(tmp_path, "clash", "@fs.kernel\ndef status_message(x: Double) -> Double:\n    return x\n")
+    with pytest.raises(CompileError, match="clashes with the library") as err:
+        library("clash", [module.status_message], default_options(), "clash.py")
+    assert (err.value.filename, err.value.lineno, err.value.col_offset) == (str(tmp_path / "clash.py"), 6, 0)
