@@ -31,4 +31,49 @@ static inline void *fs_malloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t
 #undef FS_FLOAT_MATH
 #undef FS_HAVE_F64
 
+/* Checked size arithmetic, for the shape, scratch and size-check functions: a size that overflows
+ * int64 or divides by zero is FS_SIZE_POISON, which every operation passes on and every relation
+ * fails on, so K_check_sizes refuses the sizes instead of running with a wrapped size. */
+#define FS_SIZE_POISON INT64_MIN
+static inline int64_t fs_size_add(int64_t a, int64_t b) {
+    if (a == FS_SIZE_POISON || b == FS_SIZE_POISON || (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN + 1 - b))
+        return FS_SIZE_POISON;
+    return a + b;
+}
+static inline int64_t fs_size_sub(int64_t a, int64_t b) {
+    if (a == FS_SIZE_POISON || b == FS_SIZE_POISON || (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + 1 + b))
+        return FS_SIZE_POISON;
+    return a - b;
+}
+static inline int64_t fs_size_neg(int64_t a) { return a == FS_SIZE_POISON ? FS_SIZE_POISON : -a; }
+static inline int64_t fs_size_mul(int64_t a, int64_t b) {
+    if (a == FS_SIZE_POISON || b == FS_SIZE_POISON) return FS_SIZE_POISON;
+    if (a == 0 || b == 0) return 0;
+    /* neither is INT64_MIN (the poison), so their magnitudes are int64s */
+    if ((a < 0 ? -a : a) > INT64_MAX / (b < 0 ? -b : b)) return FS_SIZE_POISON;
+    return a * b;
+}
+static inline int64_t fs_size_floordiv(int64_t a, int64_t b) {
+    return (a == FS_SIZE_POISON || b == FS_SIZE_POISON || b == 0) ? FS_SIZE_POISON : fs_floordiv_i64(a, b);
+}
+static inline int64_t fs_size_ceildiv(int64_t a, int64_t b) {
+    return (a == FS_SIZE_POISON || b == FS_SIZE_POISON || b == 0) ? FS_SIZE_POISON : fs_ceildiv_i64(a, b);
+}
+static inline int64_t fs_size_mod(int64_t a, int64_t b) {
+    return (a == FS_SIZE_POISON || b == FS_SIZE_POISON || b == 0) ? FS_SIZE_POISON : fs_mod_i64(a, b);
+}
+static inline int64_t fs_size_max(int64_t a, int64_t b) {
+    return (a == FS_SIZE_POISON || b == FS_SIZE_POISON) ? FS_SIZE_POISON : (a > b ? a : b);
+}
+static inline int64_t fs_size_min(int64_t a, int64_t b) {
+    return (a == FS_SIZE_POISON || b == FS_SIZE_POISON) ? FS_SIZE_POISON : (a < b ? a : b);
+}
+/* a relation of two sizes: false where either is poison */
+static inline int fs_size_ge(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a >= b; }
+static inline int fs_size_gt(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a > b; }
+static inline int fs_size_le(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a <= b; }
+static inline int fs_size_lt(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a < b; }
+static inline int fs_size_eq(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a == b; }
+static inline int fs_size_ne(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a != b; }
+
 #endif /* FSMOOTH_RT_H */

@@ -30,7 +30,7 @@ from fsmooth.artifact import CArtifact, result_components
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
-from fsmooth.shape.size_printer import C, print_condition
+from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
@@ -194,8 +194,12 @@ class CKernelEmitter(KernelEmitter):
         k = self.k
         sizes = self.size_params()
         size_names = [self.size_names[s.name] for s in k.sizes]
-        checks = [f"if (!{print_condition(c.cond, C, self.size_name)}) return {j + 1};"
+        checks = [f"if (!{print_condition(c.cond, C_CHECKED, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
+        # one more: a result dim or the scratch size that overflows int64 or divides by zero
+        sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
+        checks += [f"if ({self.cint(e, Ranges(), C_CHECKED)} == FS_SIZE_POISON) return {len(k.constraints) + 1};"
+                   for e in dict.fromkeys(sympy.sympify(e) for e in sized) if not sympy.sympify(e).is_Integer]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
@@ -207,11 +211,11 @@ class CKernelEmitter(KernelEmitter):
         params = ["scratch"] + [self.param_names[n] for n, _, _ in k.params] + list(self.dim_names.values())
         out = []
         for suffix, _, dims in self.outputs:
-            shape = [f"dims_out[{j}] = {self.cint(d, Ranges())};" for j, d in enumerate(dims)]
+            shape = [f"dims_out[{j}] = {self.cint(d, Ranges(), C_CHECKED)};" for j, d in enumerate(dims)]
             out.append(f"void {self.symbol}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
             out += indent(unused_parameters(["dims_out"] + size_names, shape) + shape) + ["}", ""]
         out.append(f"int64_t {self.symbol}_scratch_bytes({sizes}) {{")
-        scratch = [f"return {strip_parentheses(self.cint(self.scratch(), Ranges()))};"]
+        scratch = [f"return {strip_parentheses(self.cint(self.scratch(), Ranges(), C_CHECKED))};"]
         out += indent(unused_parameters(size_names, scratch) + scratch) + ["}", ""]
         out.append(f"int {self.symbol}_check_sizes({sizes}) {{")
         out += indent(unused_parameters(size_names, checks) + checks + ["return 0;"]) + ["}", ""]

@@ -261,9 +261,9 @@ class KernelEmitter:
                 raise CompileError(f"{self.k.name}: the size {s} is not in scope")
         return e.xreplace(table)
 
-    def cint(self, e, ranges: Ranges) -> str:
+    def cint(self, e, ranges: Ranges, target: SizeTarget | None = None) -> str:
         simplified = truncating_divisions(simplify_index(e, ranges), ranges)
-        return print_size(simplified, self.size_target, self.size_name)
+        return print_size(simplified, target or self.size_target, self.size_name)
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):

@@ -262,6 +262,9 @@ class Executable:
 
     def _constraint_error(self, failed: int, sizes: tuple) -> Exception:
         constraints = self.interface.constraints
+        if failed == len(constraints) + 1:  # K_check_sizes: a size is FS_SIZE_POISON
+            return OverflowError(f"{self.interface.name}: the result or scratch size of this call overflows "
+                                 f"int64 or divides by zero (sizes: {self._show_sizes(sizes)})")
         if not 1 <= failed <= len(constraints):
             return RuntimeError(f"{self.interface.name}: size check returned {failed}, "
                                 f"which names no constraint")

@@ -13,6 +13,7 @@ right.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Callable
@@ -76,6 +77,22 @@ C = SizeTarget(
     maximum="fs_max_i64({0}, {1})", minimum="fs_min_i64({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
     conjunction="{0} && {1}", disjunction="{0} || {1}", negation="(!{0})", true="1", false="0",
+)
+
+# C whose every operation is checked (clib/fsmooth_rt.h): an overflow or a division by zero gives
+# FS_SIZE_POISON, passed on by every operation and failing every relation.  The shape, scratch
+# and size-check functions use it, so sizes that overflow are refused before anything runs.
+C_CHECKED = dataclasses.replace(
+    C, name="checked C",
+    add="fs_size_add({0}, {1})", subtract="fs_size_sub({0}, {1})", multiply="fs_size_mul({0}, {1})",
+    negate="fs_size_neg({0})",
+    exact_quotient="fs_size_floordiv({0}, {1})", quotient="fs_size_floordiv({0}, {1})",
+    floor_quotient="fs_size_floordiv({0}, {1})", ceiling_quotient="fs_size_ceildiv({0}, {1})",
+    modulo="fs_size_mod({0}, {1})", truncating_quotient="fs_size_floordiv({0}, {1})",
+    truncating_modulo="fs_size_mod({0}, {1})", maximum="fs_size_max({0}, {1})", minimum="fs_size_min({0}, {1})",
+    relations={r: f"fs_size_{name}({{0}}, {{1}})" for r, name in (
+        (sympy.GreaterThan, "ge"), (sympy.StrictGreaterThan, "gt"), (sympy.LessThan, "le"),
+        (sympy.StrictLessThan, "lt"), (sympy.Equality, "eq"), (sympy.Unequality, "ne"))},
 )
 
 # The OpenCL prelude carries clib/fsmooth_scalar.h, so OpenCL C writes sizes as C does.
