@@ -1,6 +1,7 @@
 """The back end fuzzed: hypothesis writes well-typed F̃ programs (tests/fuzz_programs.py), each is
 compiled to C and run on inputs of sizes 0, 1, 4 and 100, and its results (or the exception it
-raises) must be those of the reference, the Python function itself.
+raises) must be those of the reference, the Python function itself.  A sixth of the sample also
+goes through the OpenCL path (on Oclgrind where PoCL cannot build kernels).
 
 CI runs a fixed sample (derandomised); a dedicated run draws thousands:
 
@@ -95,3 +96,20 @@ def test_fuzzed_programs_compute_what_the_reference_computes(program, tmp_path_f
 @settings(**_SETTINGS)
 def test_fuzzed_programs_with_hostile_names(program, tmp_path_factory):
     _check(program, tmp_path_factory.mktemp("fuzz"))
+
+
+OPENCL_EXAMPLES = max(1, EXAMPLES // 6)
+
+
+@given(program=fuzz_programs.programs())
+@settings(**dict(_SETTINGS, max_examples=OPENCL_EXAMPLES))
+def test_a_sample_of_fuzzed_programs_through_opencl(program, tmp_path_factory, opencl_context):
+    """The OpenCL path (every call inlined, the default strategy) on Oclgrind or PoCL: the same
+    results or the same errors as the reference, at sizes 0, 1 and 4."""
+    kernel = _load(program, tmp_path_factory.mktemp("fuzz_cl"))
+    rng = np.random.default_rng(len(program.source))
+    for size in SIZES[:3]:
+        args = fuzz_programs.arguments(program.params, size, rng)
+        where = f"OpenCL, size {size}, arguments {args!r}\n{program.source}"
+        _assert_same(_outcome(lambda *a: kernel.opencl(*a, context=opencl_context), args),
+                     _outcome(kernel.reference, args), where)
