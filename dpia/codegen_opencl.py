@@ -429,6 +429,24 @@ class OpenCLPlan:
     taken: frozenset
 
 
+def show_program(plan: OpenCLPlan) -> str:
+    """The plan in the DPIA paper's notation: each OpenCL kernel's NDRange and body (``fsmooth
+    explain --pass plan_opencl`` and ``--pass vectorize``), then the hoisted buffers."""
+    def sizes(dims) -> str:
+        return "×".join(str(d) for d in dims)
+
+    lines = []
+    for phase in plan.kernels.phases:
+        local = "" if phase.local_size is None else f", local {sizes(phase.local_size)}"
+        lines.append(f"kernel {phase.name} (global {sizes(phase.global_size)}{local}"
+                     f"{', sequential' if phase.sequential else ''}):")
+        lines += ["  " + line for line in p.show(phase.body).splitlines()]
+        if phase.tail is not None:
+            lines += ["  then work-item 0:"] + ["    " + line for line in p.show(phase.tail).splitlines()]
+    lines += [f"buffer {b.name}: {b.role} {b.elem.name}[{b.count}]" for b in plan.kernels.buffers.values()]
+    return "\n".join(lines)
+
+
 def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
     """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it), named
     after its exported name in ``module``."""

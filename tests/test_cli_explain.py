@@ -99,3 +99,8 @@ def test_the_opencl_path(capsys):
     assert "parfor" in out
     status, _, err = run(capsys, "corpus.blas:scal", "--target", "opencl", "--stage", "c")
     assert status == 1 and "no stage 'c'" in err
+    # the planned kernels in DPIA's notation, before and after vectorisation
+    _, planned, _ = run(capsys, "corpus.blas:scal", "--target", "opencl", "--pass", "plan_opencl")
+    _, vectorised, _ = run(capsys, "corpus.blas:scal", "--target", "opencl", "--pass", "vectorize")
+    assert planned.startswith("kernel ") and "global" in planned and "asVector" not in planned
+    assert "asVector 4" in vectorised and "OpenCLPlan(" not in vectorised
