@@ -72,7 +72,7 @@ def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple
         "source": source,
         "cdef": cdef,
         "headers": _runtime_headers(),
-        "compiler": _compiler(),
+        "compiler": c_compiler(),
         "compile_args": [*EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args],
         "libraries": [*LIBRARIES, *libraries],
         "fsmooth": fsmooth.__version__,
@@ -136,14 +136,15 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
         raise
 
 
-def _compiler() -> list[str]:
+def c_compiler() -> list[str]:
+    """The C compiler every build runs: $CC, else cc."""
     return shlex.split(os.environ.get("CC") or "cc")
 
 
 def _compile_extension(c_path: pathlib.Path, out: pathlib.Path, compile_args: tuple, libraries: tuple) -> None:
     """The shared object ``out`` of cffi's C ``c_path``; a variant's flags (-fopenmp) matter at the
     link too."""
-    command = [*_compiler(), *EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args,
+    command = [*c_compiler(), *EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args,
                f"-I{sysconfig.get_paths()['include']}", f"-I{HEADER_DIR}", str(c_path), "-o", str(out),
                *[f"-l{lib}" for lib in (*LIBRARIES, *libraries)]]
     if sys.platform == "darwin":
@@ -269,6 +270,6 @@ def system_library_available(header: str, library: str) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         src = pathlib.Path(tmp) / "probe.c"
         src.write_text(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
-        result = subprocess.run(["cc", str(src), "-o", str(pathlib.Path(tmp) / "probe"), f"-l{library}"],
+        result = subprocess.run([*c_compiler(), str(src), "-o", str(pathlib.Path(tmp) / "probe"), f"-l{library}"],
                                 capture_output=True)
         return result.returncode == 0

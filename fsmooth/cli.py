@@ -132,12 +132,12 @@ def check_c_compiles(source: pathlib.Path, options: Options) -> None:
     said as such, not blamed on the generated C."""
     import subprocess
 
-    from .cache import _compiler, system_library_available
+    from .cache import c_compiler, system_library_available
 
     if options.allocation == "gc" and not system_library_available("gc.h", "gc"):
         raise UsageError("the gc variant needs Boehm's libgc (gc.h, -lgc), which this machine's C compiler "
                          "does not find; install it (e.g. libgc-dev) or pick another variant")
-    command = [*_compiler(), "-std=c99", "-fsyntax-only", *(["-fopenmp"] if options.parallel else []), str(source)]
+    command = [*c_compiler(), "-std=c99", "-fsyntax-only", *(["-fopenmp"] if options.parallel else []), str(source)]
     try:
         result = subprocess.run(command, capture_output=True, text=True)
     except OSError as err:
