@@ -197,9 +197,10 @@ class CKernelEmitter(KernelEmitter):
         checks = [f"if (!{print_condition(c.cond, C_CHECKED, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
         # one more: a result dim or the scratch size that overflows int64 or divides by zero
-        sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
+        sized = dict.fromkeys(sympy.sympify(e) for e in [d for _, _, dims in self.outputs for d in dims]
+                              + [self.scratch()])
         checks += [f"if ({self.cint(e, Ranges(), C_CHECKED)} == FS_SIZE_POISON) return {len(k.constraints) + 1};"
-                   for e in dict.fromkeys(sympy.sympify(e) for e in sized) if not sympy.sympify(e).is_Integer]
+                   for e in sized if not e.is_Integer]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})

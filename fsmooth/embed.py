@@ -226,6 +226,8 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
         lines += [f"  {j + 1}. {print_condition(c.cond, C)}   ({c.message})"
                   for j, c in enumerate(interface.constraints)]
     lines.append(f"Scratch: {interface.scratch_formula} bytes")
+    lines.append(f"{interface.symbol}_check_sizes returns {len(interface.constraints) + 1} (and {interface.symbol} "
+                 f"{_status_macro(prefix, 3)}) where a result dim or the scratch size overflows int64")
     return lines
 
 
