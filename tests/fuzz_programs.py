@@ -185,9 +185,10 @@ class _Writer:
         count = self.card(C, env, 1)
         inner = {**env, s + "[0]": t, j: I}
         step = self.expr(t, inner, depth)
-        which = self.pick(("[0]", "[1]"))
         value = f"fs.ifold(lambda {s}, {j}: ({s}[0] + {step}, {s}[1] + 1), ({self.expr(t, env, 0)}, 0), {count})"
-        return f"{value}[0]" if which == "[0]" else f"float({value}[1])" if t == D else f"{value}[0]"
+        if t == D and self.draw(st.booleans()):
+            return f"float({value}[1])"  # the count
+        return f"{value}[0]"
 
     def array(self, t: str, env: dict, depth: int) -> str:
         existing = self.arrays(env, (t,))

@@ -260,7 +260,7 @@ def test_every_exported_kernel_is_covered():
 @pytest.mark.parametrize("case, variant", PARAMS)
 def test_reference_matches_numpy(case: Case, variant):
     args = arguments(case, variant)
-    expected, got = _outcome(case.oracle, args), _outcome(case.kernel.reference, args)
+    expected, got = outcome(case.oracle, args), outcome(case.kernel.reference, args)
     if _empty(args) and "error" in (expected[0], got[0]):
         return  # a kernel that reads element 0 refuses an empty input; numpy may not (-inf, 0.0)
     assert got[0] == expected[0] == "value", (expected, got)
@@ -284,7 +284,7 @@ def with_rows_of(reference, like):
     return reference
 
 
-def _outcome(fn, args):
+def outcome(fn, args):
     """("value", what fn returns) or ("error", the type of what it raises)."""
     try:
         return "value", fn(*args)
@@ -296,7 +296,7 @@ def _outcome(fn, args):
 def test_compiled_matches_reference(case: Case, variant):
     args = arguments(case, variant)
     originals = [_copy(a) for a in args]
-    reference = _outcome(case.kernel.reference, args)
+    reference = outcome(case.kernel.reference, args)
     if reference[0] == "error":
         # the same error; where the reference reads outside an array, the compiled call may
         # refuse the sizes before it runs (ValueError naming the parameter, README "Errors")
@@ -307,7 +307,7 @@ def test_compiled_matches_reference(case: Case, variant):
     expected = with_rows_of(reference[1], got)
     check_result_type(got, case.kernel.program().main.result)
     assert_close(got, expected, **case.tol)
-    oracle = _outcome(case.oracle, args)
+    oracle = outcome(case.oracle, args)
     if oracle[0] == "value" or not _empty(args):  # numpy's pad refuses an empty image
         assert_close(got, oracle[1], **case.tol)
     for before, after in zip(originals, args):

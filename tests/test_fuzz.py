@@ -15,10 +15,10 @@ import os
 import sys
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import fuzz_programs
+from test_corpus import outcome
 
 EXAMPLES = int(os.environ.get("FSMOOTH_FUZZ_EXAMPLES", "60"))
 DEDICATED = "FSMOOTH_FUZZ_EXAMPLES" in os.environ
@@ -36,13 +36,6 @@ def _load(program, directory):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return getattr(module, program.kernel)
-
-
-def _outcome(run, args):
-    try:
-        return "value", run(*args)
-    except (IndexError, ValueError, ZeroDivisionError) as err:
-        return "error", type(err)
 
 
 def _assert_same(compiled, reference, where):
@@ -77,7 +70,7 @@ def _check(program, tmp_path):
     for size in SIZES:
         args = fuzz_programs.arguments(program.params, size, rng)
         where = f"size {size}, arguments {args!r}\n{program.source}"
-        _assert_same(_outcome(kernel, args), _outcome(kernel.reference, args), where)
+        _assert_same(outcome(kernel, args), outcome(kernel.reference, args), where)
 
 
 # Every example compiles C: shrinking would compile hundreds more; the programs are small anyway.
@@ -111,5 +104,5 @@ def test_a_sample_of_fuzzed_programs_through_opencl(program, tmp_path_factory, o
     for size in SIZES[:3]:
         args = fuzz_programs.arguments(program.params, size, rng)
         where = f"OpenCL, size {size}, arguments {args!r}\n{program.source}"
-        _assert_same(_outcome(lambda *a: kernel.opencl(*a, context=opencl_context), args),
-                     _outcome(kernel.reference, args), where)
+        _assert_same(outcome(lambda *a: kernel.opencl(*a, context=opencl_context), args),
+                     outcome(kernel.reference, args), where)
