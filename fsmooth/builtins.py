@@ -2,6 +2,11 @@
 
 A kernel body calls these when it runs as Python (``kernel.reference``); the front end
 recognises the same objects (and the names of ``math``) when it compiles the body.
+
+A reference run computes as the compiled code does (README.md, "Integers and floats"):
+integers are ``Int64`` (int64 arithmetic that wraps around, as C's with ``-fwrapv``, where
+Python's ints would grow), floats numpy scalars (IEEE: ``1.0 / 0.0`` is inf, not a
+ZeroDivisionError), and ``int``/``float`` inside a kernel are ``to_int``/``to_float``.
 """
 from __future__ import annotations
 
@@ -10,10 +15,129 @@ import math
 import numpy as np
 
 
+_WRAP = 1 << 64
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class Int64(int):
+    """An ``Index``/``Card`` value of a reference run: int64 arithmetic that wraps around, as
+    the compiled code's.  ``wrapped`` stays set on every value computed from one that wrapped,
+    so that such a value used as a size (``build``, ``ifold``) is an OverflowError, as the
+    compiled code's checked size arithmetic reports it."""
+
+    wrapped: bool
+
+    def __new__(cls, value, wrapped: bool = False):
+        value = int(value)
+        fitted = (value - _INT64_MIN) % _WRAP + _INT64_MIN
+        self = super().__new__(cls, fitted)
+        self.wrapped = wrapped or fitted != value
+        return self
+
+    def _integer(self, other, op):
+        if isinstance(other, (bool, np.bool_)) or not isinstance(other, (int, np.integer)):
+            return NotImplemented
+        return Int64(op(int(self), int(other)), self.wrapped or getattr(other, "wrapped", False))
+
+    def _floating(self, other, op):
+        """An integer operand of a floating operation takes the other's floating type (Double
+        for an integer or a literal), as the type checker casts it."""
+        if isinstance(other, np.floating):
+            return op(other.dtype.type(int(self)), other)
+        if isinstance(other, float):
+            return op(np.float64(int(self)), np.float64(other))
+        if isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
+            return op(np.float64(int(self)), np.float64(int(other)))
+        return NotImplemented
+
+    def __add__(self, other):
+        return self._integer(other, lambda a, b: a + b) if not isinstance(other, (float, np.floating)) \
+            else self._floating(other, lambda a, b: a + b)
+
+    def __radd__(self, other):
+        return self.__add__(other)
+
+    def __sub__(self, other):
+        return self._integer(other, lambda a, b: a - b) if not isinstance(other, (float, np.floating)) \
+            else self._floating(other, lambda a, b: a - b)
+
+    def __rsub__(self, other):
+        return self._integer(other, lambda a, b: b - a) if not isinstance(other, (float, np.floating)) \
+            else self._floating(other, lambda a, b: b - a)
+
+    def __mul__(self, other):
+        return self._integer(other, lambda a, b: a * b) if not isinstance(other, (float, np.floating)) \
+            else self._floating(other, lambda a, b: a * b)
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __floordiv__(self, other):
+        return self._integer(other, lambda a, b: a // b)  # by zero: ZeroDivisionError, as compiled
+
+    def __rfloordiv__(self, other):
+        return self._integer(other, lambda a, b: b // a)
+
+    def __mod__(self, other):
+        return self._integer(other, lambda a, b: a % b)
+
+    def __rmod__(self, other):
+        return self._integer(other, lambda a, b: b % a)
+
+    def __truediv__(self, other):
+        return self._floating(other, lambda a, b: a / b)
+
+    def __rtruediv__(self, other):
+        return self._floating(other, lambda a, b: b / a)
+
+    def __pow__(self, other):
+        return self._floating(other, lambda a, b: a ** b)
+
+    def __rpow__(self, other):
+        return self._floating(other, lambda a, b: b ** a)
+
+    def __neg__(self):
+        return Int64(-int(self), self.wrapped)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return Int64(abs(int(self)), self.wrapped)
+
+
+def to_int(x):
+    """``int(x)`` in a kernel: a number's value as an Index (toward zero), a Bool's 0 or 1; a
+    NaN, an infinity or a value outside int64 is a ValueError, as in the compiled code."""
+    if isinstance(x, (float, np.floating)) and not math.isfinite(x):
+        raise ValueError(f"int() of {float(x)}: not a finite number")
+    value = int(x)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"int() of {x}: outside the int64 range")
+    return Int64(value)
+
+
+def to_float(x):
+    """``float(x)`` in a kernel: a Double."""
+    return np.float64(int(x) if isinstance(x, (int, np.integer)) else x)
+
+
+def scalar(value):
+    """A scalar as a reference run computes with it: an integer an ``Int64``, a float a numpy float."""
+    if isinstance(value, (bool, np.bool_, Int64)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return Int64(value)
+    if isinstance(value, float) and not isinstance(value, np.floating):
+        return np.float64(value)
+    return value
+
+
 class CheckedArray(np.ndarray):
     """An array of a reference run: an integer index outside ``0 .. n-1`` raises IndexError.
 
-    numpy would wrap a negative index around; F̃ (and the compiled code) reject it.
+    numpy would wrap a negative index around; F̃ (and the compiled code) reject it.  An element
+    read is a ``scalar``.
     """
 
     def __getitem__(self, key):
@@ -21,16 +145,17 @@ class CheckedArray(np.ndarray):
             if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) \
                     and axis < self.ndim and not 0 <= k < self.shape[axis]:
                 raise IndexError(f"index {k} out of range for an array of length {self.shape[axis]}")
-        return super().__getitem__(key)
+        return scalar(super().__getitem__(key))
 
 
 def checked(value):
-    """``value`` with bounds-checked indexing where it is an array."""
+    """``value`` as a reference run computes with it: bounds-checked indexing where it is an
+    array, a ``scalar`` where it is a number."""
     if isinstance(value, np.ndarray) and not isinstance(value, CheckedArray):
         return value.view(CheckedArray)
     if isinstance(value, tuple):
         return tuple(checked(item) for item in value)
-    return value
+    return scalar(value)
 
 
 def plain(value):
@@ -39,18 +164,28 @@ def plain(value):
         return np.asarray(value).view(np.ndarray)
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, Int64):
+        return int(value)
     if isinstance(value, tuple):
         return tuple(plain(item) for item in value)
     return value
 
 
+def size(n, what: str):
+    """``n`` as a count of ``what``: an Int64 that did not wrap around on its way."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{what} needs a Card size, not {type(n).__name__}")
+    if getattr(n, "wrapped", False):
+        raise OverflowError(f"the size of a {what} overflows int64")
+    return int(n)
+
+
 def build(n, f):
     """``build(n, f)``: the array ``[f(0), ..., f(n-1)]``."""
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"build needs a Card size, not {type(n).__name__}")
+    n = size(n, "build")
     if n < 0:
         raise ValueError(f"build of negative size {n}")
-    values = [f(i) for i in range(int(n))]
+    values = [f(Int64(i)) for i in range(n)]
     if values and isinstance(values[0], np.ndarray):
         return checked(np.stack([np.asarray(v) for v in values]))
     return checked(np.array(values))
@@ -58,14 +193,15 @@ def build(n, f):
 
 def ifold(f, init, n):
     """``ifold(f, init, n)``: ``f(...f(f(init, 0), 1)..., n-1)``."""
-    state = init
-    for i in range(int(n)):
-        state = f(state, i)
-    return state
+    state = checked(init) if isinstance(init, int) else init  # an Index state wraps as the compiled one
+    for i in range(size(n, "ifold")):
+        state = f(state, Int64(i))
+    # a state still the initial literal (no iteration) computes on as the compiled one: 0.0 / 0.0 is NaN
+    return checked(state)
 
 
-def length(a) -> int:
-    return int(np.shape(a)[0])
+def length(a) -> Int64:
+    return Int64(np.shape(a)[0])
 
 
 abs = abs  # noqa: A001
@@ -78,20 +214,24 @@ max = max  # noqa: A001
 # fs.sqrt, fs.tanh, fs.atan2, fs.isnan, ...: IEEE semantics, as the compiled C computes them.  Where C
 # gives a NaN or an infinity (acos(2), log1p(-1), lgamma(0)), these give the same instead of
 # raising as Python's math module does; ``math.NAME`` in a kernel compiles to the same primitive
-# but stays Python's own function in a reference run.  A result is a Python float (bool for the
-# tests isnan, isinf, isfinite), computed by numpy in the precision numpy's promotion gives: a
-# np.float32 argument (an element of a Float array) gives a value rounded to float32.
+# but stays Python's own function in a reference run.  A result is a numpy float (bool for the
+# tests isnan, isinf, isfinite), computed in the precision numpy's promotion gives: a
+# np.float32 argument (an element of a Float array) gives a np.float32.
 
 
-def _is_float32(args) -> bool:
+def _in_precision_of(args, value: float):
+    """``value`` as a float32 where the arguments are Floats (or weak literals), else as a float64."""
     with np.errstate(all="ignore"):
-        return np.result_type(*args) == np.float32
+        weak = (float, int)  # a literal takes a Float operand's type; an Index, a Double do not
+        float32 = any(isinstance(a, np.float32) for a in args) and all(
+            isinstance(a, np.float32) or (type(a) in weak) for a in args)
+        return np.float32(value) if float32 else np.float64(value)
 
 
 def _numpy_function(name: str, ufunc):
     def function(*args):
         with np.errstate(all="ignore"):
-            return float(ufunc(*args))
+            return ufunc(*(np.float64(a) if isinstance(a, int) else a for a in args))
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"``{name}`` with IEEE semantics (numpy's {ufunc.__name__})."
     return function
@@ -105,10 +245,7 @@ def _math_function(name: str, fn, overflow: float):
             value = fn(float(x))
         except (ValueError, OverflowError):
             value = overflow
-        if _is_float32((x,)):
-            with np.errstate(all="ignore"):
-                value = float(np.float32(value))
-        return value
+        return _in_precision_of((x,), value)
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"``{name}`` with IEEE semantics (C's value where math.{name} raises)."
     return function
@@ -161,7 +298,4 @@ def pow(x, y):  # noqa: A001  (F̃'s pow)
     except (ValueError, OverflowError):
         with np.errstate(all="ignore"):
             value = float(np.power(float(x), float(y)))
-    if _is_float32((x, y)):
-        with np.errstate(all="ignore"):
-            value = float(np.float32(value))
-    return value
+    return _in_precision_of((x, y), value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import types
 import inspect
 import pickle
 import threading
@@ -95,19 +96,29 @@ class Kernel:
 
         Arrays are indexed with bounds checks (a negative index is an IndexError, as in the
         compiled code, not numpy's wrap-around); kernels called inside run as reference too.
+        Numbers compute as in the compiled code (``fsmooth.builtins``: int64 integers that wrap,
+        IEEE floats), so numpy's floating-point warnings are silenced.
         """
+        import numpy as np
+
         from .builtins import plain
 
         token = _in_reference.set(True)
         try:
-            return plain(self._run_reference(args))
+            with np.errstate(all="ignore"):
+                return plain(self._run_reference(args))
         finally:
             _in_reference.reset(token)
 
     def _run_reference(self, args):
-        from .builtins import checked
+        from . import builtins
 
-        return self.fn(*(checked(a) for a in args))
+        # the body's own globals, with F̃'s int and float where the module has not bound the names
+        scope = dict(self.fn.__globals__)
+        scope.setdefault("int", builtins.to_int)
+        scope.setdefault("float", builtins.to_float)
+        fn = types.FunctionType(self.fn.__code__, scope, self.fn.__name__, self.fn.__defaults__, self.fn.__closure__)
+        return fn(*(builtins.checked(a) for a in args))
 
     # -- compiled
     def program(self):

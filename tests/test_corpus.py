@@ -225,8 +225,6 @@ def _edge_sizes(case: Case) -> tuple:
 
 EDGE_EXCLUDED = {
     ("vector_slice", 0),  # its slice is inclusive: an empty vector has none
-    # the mean 0/0 is NaN in C but ZeroDivisionError in a Python reference run (issue 13)
-    ("welford", 0), ("calls_tuple_kernels", 0),
 }
 
 PARAMS = [pytest.param(case, variant, id=f"{_module_of(case.kernel).__name__.split('.')[-1]}."

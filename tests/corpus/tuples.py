@@ -102,6 +102,8 @@ def np_logsumexp_step(state, x):
 
 
 def np_welford(v):
+    if len(v) == 0:  # the recurrence's mean of nothing is its initial 0.0, the variance 0/0
+        return 0.0, float("nan")
     return float(np.mean(v)), float(np.var(v))
 
 
