@@ -7,8 +7,8 @@ a double-buffered ifold).  Only where a value is stored and then read (an array 
 DPS destination kept, as the acceptor of a ``Bind``.  Array variables, regions and ``Offset``
 refs become identifiers and ``Shift``s over their buffers; ``a[i]`` becomes ``Idx``.
 
-A scalar ``let`` that ``fsmooth.dpia.inline_scalar_lets`` finds β-reducible is not bound: its
-value's phrase stands for the variable where it is used.
+A scalar ``let`` that ``fsmooth.dpia.inline_scalar_lets`` marked β-reducible (``Let.inline``) is
+not bound: its value's phrase stands for the variable where it is used.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from fsmooth.core import Lit, Var
 from fsmooth.types import ArrayT, Card, TupleT, element_scalar, path_suffix
 
 from . import phrases as p
-from .inline_scalar_lets import beta_reducible, nonzero_literal
+from .inline_scalar_lets import nonzero_literal
 
 
 def functional_body(kernel: d.Kernel) -> tuple[p.Phrase, p.Data, dict]:
@@ -150,8 +150,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             return p.Idx(array, _atom(idx, env), arr_data.elem, arr_data.size, checked, loc)
         case d.CardOf(value):
             return p.NatExp(sympy.sympify(value), p.Num(Card))
-        case d.Let(name, rhs, body, ty, dims):
-            return _let(name, rhs, body, _data(ty, dims), data, env)
+        case d.Let(name, rhs, body, ty, dims, inline):
+            return _let(name, rhs, body, inline, _data(ty, dims), data, env)
         case d.If(cond, then, orelse):
             return p.Cond(_atom(cond, env), _phrase(then, data, env), _phrase(orelse, data, env), data)
         case d.Alloc(region, elem, count, body, offset):
@@ -177,7 +177,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
     raise AssertionError(f"unexpected DPS term {t!r}")
 
 
-def _let(name: str, rhs: d.Term, body: d.Term, rhs_data: p.Data, data: p.Data, env: _Env) -> p.Phrase:
+def _let(name: str, rhs: d.Term, body: d.Term, inline: bool, rhs_data: p.Data, data: p.Data,
+         env: _Env) -> p.Phrase:
     if isinstance(rhs_data, p.Rec) and not isinstance(rhs, (d.Atom_, d.TupleOf, d.Proj)):
         locals_: list = []
         into = _ref(_storage(rhs), rhs_data, env, locals_, name)
@@ -186,7 +187,7 @@ def _let(name: str, rhs: d.Term, body: d.Term, rhs_data: p.Data, data: p.Data, e
                                        rhs_data))
     if isinstance(rhs_data, p.Num):
         value = _phrase(rhs, rhs_data, env)
-        if beta_reducible(name, rhs, body):
+        if inline:
             return _phrase(body, data, env.bind(name, value))
         inner = env.bind(name, p.Ident(name, p.ExpT(rhs_data)))
         return p.Let(name, value, _phrase(body, data, inner), rhs_data)

@@ -1,21 +1,36 @@
-"""β-reduction of scalar lets in the translation from DPS-F̃ to DPIA (DPIA's βη reasoning), so
-that ``build n (λ i. a[i] + b[i])`` reads as in the paper instead of through one variable per
-ANF temporary.
+"""β-reduction of scalar lets, the pass between DPS-F̃ and DPIA (DPIA's βη reasoning), so that
+``build n (λ i. a[i] + b[i])`` reads as in the paper instead of through one variable per ANF
+temporary.
 
-``fsmooth.dpia.from_dps`` asks ``beta_reducible`` at each scalar ``let`` and, where it holds,
-uses the phrase of the right-hand side in place of the variable.  The decision is made on the
-DPS term, whose effects are explicit (which terms write memory, which sizes name the variable):
-the right-hand side must be pure, unable to fail and cheap, and the variable used at most once,
-not under a loop and before anything writes memory (a region may be reused once the array read
+``mark_beta_reducible`` marks each scalar ``let`` that may be β-reduced (``Let.inline``, shown
+``let x := rhs``); ``fsmooth.dpia.from_dps`` then uses the phrase of its right-hand side in
+place of the variable.  The decision is made on the DPS term, whose effects are explicit (which
+terms write memory, which sizes name the variable), and whose operands stay atoms: the
+right-hand side must be pure, unable to fail and cheap, and the variable used at most once, not
+under a loop and before anything writes memory (a region may be reused once the array read
 from it is dead).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import sympy
 
 from fsmooth.core import Lit, Var
 from fsmooth.dps import ir as d
 from fsmooth.types import Scalar
+
+
+def mark_beta_reducible(program: d.Program) -> d.Program:
+    """``program`` with every β-reducible scalar let marked ``inline``."""
+    def mark(t: d.Term) -> d.Term:
+        t = d.map_children(mark, t)
+        match t:
+            case d.Let(name, rhs, body, Scalar()) if beta_reducible(name, rhs, body):
+                return replace(t, inline=True)
+        return t
+
+    return replace(program, kernels={name: replace(k, body=mark(k.body)) for name, k in program.kernels.items()})
 
 
 def beta_reducible(name: str, rhs: d.Term, body: d.Term) -> bool:

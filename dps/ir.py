@@ -21,7 +21,8 @@ Terms:
   Prim(op, args, ty)               scalar primitive over atoms (fsmooth.prims)
   Get(arr, idx, ty)                a[i]: a scalar read; for array-typed results a view, no copy
   CardOf(value)                    a Card known symbolically (length a, n*m, ...)
-  Let(name, rhs, body, ty, dims)   let x = rhs in body; dims = x's dims (() for scalars)
+  Let(name, rhs, body, ty, dims, inline)   let x = rhs in body; dims = x's dims (() for scalars);
+                                  inline: β-reduced in DPIA (shown ``let x := rhs``)
   If(cond, then, orelse, ty)       both branches write the same destination when array-typed
   Alloc(region, elem, count, body, offset)
                                    alloc (bytes shp) (λ r. body): count scalars of type elem
@@ -169,6 +170,7 @@ class Let(Term):
     body: Term
     ty: Type
     dims: Dims = ()
+    inline: bool = False  # a scalar let to β-reduce in DPIA (``fsmooth.dpia.inline_scalar_lets``)
 
 
 @dataclass(frozen=True)

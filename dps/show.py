@@ -57,10 +57,11 @@ class _Printer:
                 return f"{atom(tup)}.{index}"
             case ir.CardOf(value):
                 return str(value)
-            case ir.Let(name, rhs, body, _, dims):
+            case ir.Let(name, rhs, body, _, dims, inline):
                 if dims:
                     self.dims[name] = dims
-                return f"let {name} = {self.term(rhs, indent + 1)} in\n{pad}{self.term(body, indent)}"
+                bind = ":=" if inline else "="
+                return f"let {name} {bind} {self.term(rhs, indent + 1)} in\n{pad}{self.term(body, indent)}"
             case ir.If(c, a, b):
                 return (f"if {atom(c)} then\n{pad}  {self.term(a, indent + 1)}\n"
                         f"{pad}else\n{pad}  {self.term(b, indent + 1)}")

@@ -1,9 +1,10 @@
 """The pipeline of docs/ARCHITECTURE.md as ordered lists of named passes, one list per target.
 
     C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce,
-            to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ dpia ─▶ c
+            to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
+            ─▶ dpia ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ shape ─▶ dps ─▶ simplify_allocs
-            ─▶ dpia_strategies ─▶ opencl
+            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
 (``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
@@ -35,6 +36,7 @@ class Pass:
     name: str
     run: Callable[[dict, Report], object]
     rewrites: tuple[str, ...] = ()
+    verify: Callable[[object], None] | None = None  # checks its output (and its rewrites'); None: its IR's ``verify``
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     from fsmooth.dpia.translate import dpia_program
 
     return (*_front_passes(options, inline_every=False),
-            Pass("dpia", lambda forms, report: dpia_program(forms["simplify_allocs"])),
+            Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
             Pass("c", lambda forms, report: generate_c(forms["dpia"], module or c_module(forms["core"]), options)))
 
 
@@ -80,13 +82,14 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
 
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True),
-            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["simplify_allocs"])),
+            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]))),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options)))
 
 
 def _front_passes(options: Options, inline_every: bool) -> tuple[Pass, ...]:
+    from fsmooth.dpia.inline_scalar_lets import mark_beta_reducible
     from fsmooth.dps.simplify import simplify_allocs
     from fsmooth.dps.translate import dps_program
     from fsmooth.shape.translate import shape_program
@@ -94,16 +97,19 @@ def _front_passes(options: Options, inline_every: bool) -> tuple[Pass, ...]:
     from .anf import anf_program
     from .optimize import kernel_rewrites, optimize_program
 
-    passes = [Pass("anf", lambda forms, report: anf_program(forms["core"]))]
+    # after the front end, core programs must be in ANF too
+    passes = [Pass("anf", lambda forms, report: anf_program(forms["core"]), verify=core.verify_anf)]
     if inline_every:
-        passes.append(Pass("inline_every_call", lambda forms, report: inline_every_call(forms["anf"])))
+        passes.append(Pass("inline_every_call", lambda forms, report: inline_every_call(forms["anf"]),
+                           verify=core.verify_anf))
     source = passes[-1].name
     return (*passes,
             Pass("optimise", lambda forms, report: optimize_program(forms[source], options, report),
-                 tuple(name for name, _ in kernel_rewrites(options))),
+                 tuple(name for name, _ in kernel_rewrites(options)), core.verify_anf),
             Pass("shape", lambda forms, report: shape_program(forms["optimise"])),
             Pass("dps", lambda forms, report: dps_program(forms["optimise"], forms["shape"])),
-            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)))
+            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)),
+            Pass("beta_reduce_scalar_lets", lambda forms, report: mark_beta_reducible(forms["simplify_allocs"])))
 
 
 def pass_names(passes: tuple[Pass, ...]) -> tuple[str, ...]:
@@ -130,10 +136,11 @@ def run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool = F
 def _run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool) -> Trace:
     outputs: list[tuple[str, object]] = []
     forms = {}
+    verifiers = {name: p.verify for p in passes for name in (*p.rewrites, p.name)}
 
     def report(name: str, form) -> None:
         if verify:
-            verify_output(name, form)
+            verify_output(name, form, verifiers.get(name))
         outputs.append((name, form))
 
     report("core", program)
@@ -144,13 +151,10 @@ def _run_passes(passes: tuple[Pass, ...], program: core.Program, verify: bool) -
     return Trace(tuple(outputs))
 
 
-def verify_output(name: str, form) -> None:
-    """``verify(form)`` of the module that defines ``form``'s IR, where it has one; a core program
-    after the front end must be in ANF too (``core.verify_anf``)."""
-    if isinstance(form, core.Program) and name != "core":
-        verify = core.verify_anf
-    else:
-        verify = getattr(importlib.import_module(type(form).__module__), "verify", None)
+def verify_output(name: str, form, verify: Callable[[object], None] | None = None) -> None:
+    """``verify(form)``, by default with the ``verify`` of the module that defines ``form``'s IR,
+    where it has one."""
+    verify = verify or getattr(importlib.import_module(type(form).__module__), "verify", None)
     if verify is None:
         return
     try:

@@ -8,7 +8,9 @@ import pytest
 import sympy
 
 from fsmooth.dpia import phrases as p
+from fsmooth.dpia.inline_scalar_lets import mark_beta_reducible
 from fsmooth.dpia.translate import TRANSLATIONS, Translation, dpia_program
+from fsmooth.dps.show import show_program as show_dps
 from fsmooth.dps import ir as d
 from fsmooth.dps.ranges import Ranges, in_range, positive, simplify_index
 from fsmooth.core import Lit, Var
@@ -24,7 +26,7 @@ def v(name, ty=Double):
 
 def kernel(name, params, result, result_dims, body, sizes, scratch=0):
     prog = d.Program({name: d.Kernel(name, "out", params, result, result_dims, body, sizes, (), scratch)}, name)
-    return dpia_program(prog).kernels[name]
+    return dpia_program(mark_beta_reducible(prog)).kernels[name]
 
 
 def vector_add_body():
@@ -49,6 +51,16 @@ def test_dot_is_a_new_accumulator_and_a_for():
     k = kernel("total", (("a", A, (n,)),), Double, (), body, (n,))
     text = p.show(k.body)
     assert text == "new double (λ s.\n  s := 0.0;\n  for n (λ i.\n    s := s + a[i]);\n  out := s)"
+
+
+def test_the_beta_reduction_pass_marks_the_lets_it_inlines():
+    prog = d.Program({"vadd": d.Kernel("vadd", "out", (("a", A, (n,)), ("b", A, (n,))), A, (n,),
+                                       vector_add_body(), (n,), (), 0)}, "vadd")
+    marked = mark_beta_reducible(prog)
+    assert "let x := a[i]" in show_dps(marked) and "let y := b[i]" in show_dps(marked)
+    assert "let x = a[i]" in show_dps(prog)
+    # unmarked, the translation binds each let
+    assert p.show(dpia_program(prog).kernels["vadd"].functional).count("let") == 2
 
 
 def test_a_value_used_twice_is_stored_once():
