@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from importlib.resources import files
 
 import sympy
 
@@ -90,13 +91,25 @@ def c_module_name(name: str) -> str:
     return ident if ident and not ident[0].isdigit() and not is_reserved(f"{ident}_") else f"m_{ident}"
 
 
+# The C libraries' functions named like <module>_<kernel> (pthread_create, getc_unlocked, ...)
+C_LIBRARY_SYMBOLS = frozenset(
+    line for line in files(__package__).joinpath("c_library_symbols.txt").read_text().splitlines()
+    if line and not line.startswith("#"))
+# what a kernel's symbol S also exports: S_shape, S_shape_0, ..., S_scratch_bytes, S_check_sizes
+_EXPORTED_SUFFIXES = ("", "_shape", "_scratch_bytes", "_check_sizes", "_body")
+
+
 def exported_name(module: str, kernel: str) -> str:
     """The C symbol of a kernel, ``<module>_<kernel>`` (as Futhark's ``futhark_entry_``), so no
     kernel name is a C library function: each byte of a character outside ASCII letters, digits and
-    ``_`` written ``_XX`` (``größe`` → ``gr_C3_B6_C3_9Fe``)."""
+    ``_`` written ``_XX`` (``größe`` → ``gr_C3_B6_C3_9Fe``).  Where the module and kernel together
+    spell a C library function or one of the functions exported beside it (module ``pthread``,
+    kernel ``create``), ``m_`` goes before it: no library function begins with ``m_``, and the
+    kernels of one module cannot meet, since the others' symbols begin with the module's name."""
     escaped = "".join(c if re.fullmatch(r"[A-Za-z0-9_]", c) else "".join(f"_{b:02X}" for b in c.encode())
                       for c in kernel)
-    return f"{module}_{escaped}"
+    symbol = f"{module}_{escaped}"
+    return f"m_{symbol}" if any(symbol + s in C_LIBRARY_SYMBOLS for s in _EXPORTED_SUFFIXES) else symbol
 
 
 class Namer(NameSupply):

@@ -270,3 +270,23 @@ def test_every_corpus_module_compiles_with_werror(tmp_path, module):
                                        for k in manifest["kernels"].values() for p in k["params"])
     for entry in manifest["kernels"].values():
         assert all(prototype in header for prototype in entry["prototypes"])
+
+
+def test_a_kernel_spelling_a_library_function_with_its_module_is_kept_off_it(tmp_path):
+    # module pthread, kernel create: pthread_create would take the place of libc's in the program
+    source = tmp_path / "pthread.py"
+    source.write_text("import fsmooth as fs\nfrom fsmooth import Double\n\n\n"
+                      "@fs.kernel\ndef create(x: Double) -> Double:\n    return x * 3.0\n")
+    build = compile_module(source, tmp_path / "build")
+    main = tmp_path / "main.c"
+    main.write_text('#include <pthread.h>\n#include <stdio.h>\n#include "build/pthread.h"\n\n'
+                    "static void *work(void *arg) {\n    double *x = arg;\n"
+                    "    return m_pthread_create(NULL, &x[1], x[0]) == 0 ? arg : NULL;\n}\n\n"
+                    "int main(void) {\n    double x[2] = {1.5, 0.0};\n    pthread_t thread;\n    void *done;\n"
+                    "    if (pthread_create(&thread, NULL, work, x) != 0 || pthread_join(thread, &done) != 0)\n"
+                    "        return 1;\n"
+                    '    printf("%g\\n", x[1]);\n    return done == x ? 0 : 2;\n}\n')
+    program = cc(tmp_path / "main", [main, build / "pthread.c"], "-pthread")  # no -I: <pthread.h> is libc's
+    result = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and float(result.stdout) == 4.5, result
+    assert manifest_of(build, "pthread")["kernels"]["create"]["cfun"] == "m_pthread_create"

@@ -74,6 +74,10 @@ def test_every_object_macro_of_the_runtime_header_and_python_h_is_reserved():
 def test_kernels_are_exported_with_the_module_prefix_and_escaped():
     assert exported_name("blur", "gather") == "blur_gather"
     assert exported_name("m", "größe") == "m_gr_C3_B6_C3_9Fe"
+    # a library function spelt by module and kernel together, or one exported beside it
+    assert [exported_name(m, k) for m, k in [("pthread", "create"), ("getc", "unlocked"), ("clock", "get"),
+                                             ("omp", "get_num_threads")]] == [
+        "m_pthread_create", "m_getc_unlocked", "clock_get", "m_omp_get_num_threads"]
     assert [c_module_name(m) for m in ("blur", "__main__", "fs", "2d", "my-mod")] == [
         "blur", "main", "m_fs", "m_2d", "my_mod"]
 
