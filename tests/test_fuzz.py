@@ -43,7 +43,9 @@ def _assert_same(compiled, reference, where):
     kind_r, r = reference
     assert kind_c == kind_r, f"{where}: compiled gives {compiled}, the reference {reference}"
     if kind_c == "error":
-        assert c is r, where
+        # README "Errors": sizes that make a kernel read outside an array may be refused before
+        # the call, a ValueError where the reference raises IndexError at the read
+        assert c is r or (c, r) == (ValueError, IndexError), where
         return
     if isinstance(r, tuple):
         assert isinstance(c, tuple) and len(c) == len(r), where
