@@ -5,7 +5,9 @@ buffers, launches in order, results back to numpy.
 A call checks and converts its arguments exactly as the C runtime does (``fsmooth.runtime``'s
 converters and size getter are reused), evaluates the kernel's size constraints, then looks up
 the *plan* for its sizes: result dims, bytes of every buffer, global and local sizes of every
-launch.  All those formulas were turned into one Python function at construction (no sympy in the
+launch.  Sizes are computed as the C path's ``K_check_sizes`` computes them (``PYTHON_CHECKED``):
+one that overflows int64 is an OverflowError, a zero divisor a ZeroDivisionError, and a buffer
+larger than the device can allocate a MemoryError, before anything is allocated or launched.  All those formulas were turned into one Python function at construction (no sympy in the
 call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
 buffers of host inputs and outputs) are allocated once and reused while they are large enough,
 and results left on the device come from a memory pool;
@@ -17,7 +19,8 @@ A failed run-time check in a kernel (a data-dependent index out of range, an int
 zero, ``int(x)`` of a NaN, an infinity or a float outside int64) raises as the C runtime does: the
 'status' buffer, one ``int`` per launch, is zeroed before the launches and read after them (one
 small transfer), and its first nonzero code goes through ``fsmooth.runtime``'s mapping
-(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, ...), naming the kernel.
+(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, 6 → OverflowError for a size computed in
+a kernel body that overflows int64, ...), naming the kernel.
 
 Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
 device is used in place, and the result stays on the device when ``device_result=True`` or when

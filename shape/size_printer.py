@@ -1,7 +1,8 @@
 """Size expressions and size conditions (sympy, over the size symbols of ``shape.sizes``) as text
-of a target language: C and OpenCL C (exact int64 with the helpers of ``clib/fsmooth_scalar.h``),
-Python (exact integers, for the OpenCL launcher's host-side size functions) and JSON (a tree for
-the embed manifest).
+of a target language: C and OpenCL C (exact int64 with the helpers of ``clib/fsmooth_scalar.h``;
+``C_CHECKED`` for the size checks before a call, ``overflow_checked_c`` for a size computed in a
+kernel body), Python (exact integers; ``PYTHON_CHECKED``, within int64 as ``C_CHECKED``, for the
+OpenCL launcher's host-side size functions) and JSON (a tree for the embed manifest).
 
 One walk over the expression (``print_size``, ``print_condition``) serves every target; a
 ``SizeTarget`` says how each operation is written.  Integer divisions come in three kinds:
