@@ -12,8 +12,8 @@ Sizes print as exact int64 C (``fsmooth.shape.size_printer``) with the helpers o
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
 2 for an integer ``//``/``%`` by zero, 5 for ``int(x)`` of a NaN, an infinity or a float outside
 int64 (whose cast would be undefined behaviour in C), 6 for a size computed in the body (a loop
-count, a region's bytes) that overflows int64 (``checked_size``).  Every failure takes one path (``FailureExit``): set the
-status variable of its scope and ``goto`` that scope's exit label.
+count, a region's bytes) that overflows int64 (``checked_size``).  Every failure takes one path
+(``FailureExit``): set the status variable of its scope and ``goto`` that scope's exit label.
 
 ``KernelEmitter`` writes one kernel's body; each back end subclasses it with its own functions
 and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of kernels) and
@@ -289,7 +289,8 @@ class KernelEmitter:
         with checked arithmetic before the call (result dims, the scratch size, and each value
         computed on the way, since an overflow there would have refused the call)."""
         sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
-        return tuple(dict.fromkeys([*self.size_symbols] + [x for e in sized for x in _checked_parts(self.rename(e, {}))]))
+        parts = [x for e in sized for x in _checked_parts(self.rename(e, {}))]
+        return tuple(dict.fromkeys([*self.size_symbols] + parts))
 
     @functools.cached_property
     def size_symbols(self) -> frozenset:
