@@ -6,6 +6,7 @@
  * (dpia/codegen_opencl.py) pastes it into every OpenCL program.  So it includes nothing, and
  * its includer provides:
  *   int64_t, uint64_t, bool    the types;
+ *   INT64_MIN, INT64_MAX       their limits;
  *   FS_FLOAT_MATH(name)        the float form of the libm function `name`: sqrtf in C, and
  *                              sqrt itself in OpenCL, whose math built-ins are overloaded;
  *   FS_HAVE_F64                defined where double exists: always in C, in OpenCL only for a
@@ -39,6 +40,42 @@ static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
     return r;
 }
 static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }
+
+/* Checked int64 arithmetic, for a size (a loop count, a region's bytes) computed inside a kernel
+ * body: the exact result where it fits, else 0 with *overflow set (sticky, as a reference Int64
+ * remembers a wrap), so the kernel fails with FS_STATUS_SIZE_OVERFLOW instead of running with a
+ * wrapped size.  No operation overflows in C (CERT INT32-C's tests); a zero divisor also sets
+ * *overflow, though kernels test divisors first (FS_STATUS_DIVISION_BY_ZERO). */
+static inline int64_t fs_checked_add_i64(int64_t a, int64_t b, bool *overflow) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) { *overflow = true; return 0; }
+    return a + b;
+}
+static inline int64_t fs_checked_sub_i64(int64_t a, int64_t b, bool *overflow) {
+    if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) { *overflow = true; return 0; }
+    return a - b;
+}
+static inline int64_t fs_checked_neg_i64(int64_t a, bool *overflow) {
+    if (a == INT64_MIN) { *overflow = true; return 0; }
+    return -a;
+}
+static inline int64_t fs_checked_mul_i64(int64_t a, int64_t b, bool *overflow) {
+    bool wraps = a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+                       : (b > 0 ? a < INT64_MIN / b : (a != 0 && b < INT64_MAX / a));
+    if (wraps) { *overflow = true; return 0; }
+    return a * b;
+}
+static inline int64_t fs_checked_floordiv_i64(int64_t a, int64_t b, bool *overflow) {
+    if (b == 0 || (a == INT64_MIN && b == -1)) { *overflow = true; return 0; }
+    return fs_floordiv_i64(a, b);
+}
+static inline int64_t fs_checked_ceildiv_i64(int64_t a, int64_t b, bool *overflow) {
+    if (b == 0 || (a == INT64_MIN && b == -1)) { *overflow = true; return 0; }
+    return fs_ceildiv_i64(a, b);
+}
+static inline int64_t fs_checked_mod_i64(int64_t a, int64_t b, bool *overflow) {
+    if (b == 0) { *overflow = true; return 0; }
+    return fs_mod_i64(a, b);
+}
 
 /* Python's min(a, b) is b only if b < a; max(a, b) is b only if b > a. */
 #define FS_MINMAX(T, SUF)                                                        \

@@ -6,7 +6,10 @@ checks, named ``<module>_<kernel>`` (``exported_name``), calls of kernels too la
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
 2 for an integer ``//``/``%`` by zero, 3 for violated size constraints, 4 for a failed ``malloc``,
-5 for ``int(x)`` of a NaN, an infinity or a float outside int64.
+5 for ``int(x)`` of a NaN, an infinity or a float outside int64, 6 for a size that overflows int64
+(a result dim or the scratch size, which ``K_check_sizes`` computes with checked arithmetic, or a
+loop count or a region's bytes computed in the body: ``KernelEmitter.checked_size``); a size
+divided by zero is status 2, found by ``K_check_sizes`` before anything runs.
 Every failure takes one path (``FailureExit``): set the status variable of its scope and ``goto``
 that scope's exit label, which frees what the scope allocated (``malloc`` variant) and passes the
 status on to the enclosing exit; the function's own exit returns it.  An OpenMP loop body may not
@@ -34,7 +37,7 @@ from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
-from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
+from .emit import (STATUS_OUT_OF_MEMORY, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
                    c_type, exported_name, indent, index_symbol, is_reserved, strip_parentheses)
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
@@ -75,6 +78,8 @@ class CKernelEmitter(KernelEmitter):
     def _parallel_loop(self, index, n, body, env, ranges, scope) -> list[str]:
         """``#pragma omp parallel for``: a failing iteration records its status in its own
         variable and skips to its end; the first failure any iteration reports wins."""
+        count: list = []
+        bound = self.checked_size(n, ranges, count)
         n_loop = next(self.internal)
         shared, self.exit = self.exit, FailureExit(f"fs_next_{n_loop}", f"fs_status_{n_loop}")
         own, self.in_parallel = self.exit, True
@@ -88,8 +93,7 @@ class CKernelEmitter(KernelEmitter):
             lines = ([f"int {own.status} = 0;"] + lines
                      + [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
                         f"    {shared.status} = {own.status};", "}"])
-        bound = self.cint(n, ranges)
-        loop = ["#pragma omp parallel for",
+        loop = count + ["#pragma omp parallel for",
                 f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
         if own.used:
             loop.append(f"if ({shared.status} != 0) goto {shared.label};")
@@ -119,9 +123,10 @@ class CKernelEmitter(KernelEmitter):
         """A region from the heap for the scope of ``body``: freed on the way out (``malloc``),
         failures included, or never (``leaky``, ``gc``)."""
         t = c_type(data)
-        nbytes = self.cint(BYTES[p.scalar_of(data)] * self.rename(p.elements(data), env), ranges)
+        lines: list = []
+        nbytes = self.checked_size(BYTES[p.scalar_of(data)] * self.rename(p.elements(data), env), ranges, lines)
         allocate = {"malloc": "fs_malloc", "leaky": "fs_malloc", "gc": "fs_gc_malloc"}[self.options.allocation]
-        lines = [f"{t} *{cname} = ({t} *){allocate}({strip_parentheses(nbytes)});",
+        lines += [f"{t} *{cname} = ({t} *){allocate}({strip_parentheses(nbytes)});",
                  f"if ({cname} == NULL) {self.exit.fail(STATUS_OUT_OF_MEMORY)}"]
         if self.options.allocation != "malloc":
             return lines + self.comm(body, env, ranges)
@@ -196,9 +201,13 @@ class CKernelEmitter(KernelEmitter):
         size_names = [self.size_names[s.name] for s in k.sizes]
         checks = [f"if (!{print_condition(c.cond, C_CHECKED, self.size_name)}) return {j + 1};"
                   for j, c in enumerate(k.constraints)]
-        # one more: a result dim or the scratch size that overflows int64 or divides by zero
+        # two more: a result dim or the scratch size that overflows int64, and (first, as the
+        # reference computes the quotient before it uses it) one whose divisor is zero
         sized = dict.fromkeys(sympy.sympify(e) for e in [d for _, _, dims in self.outputs for d in dims]
                               + [self.scratch()])
+        divisors = dict.fromkeys(d for e in [c.cond for c in k.constraints] + list(sized) for d in size_divisors(e))
+        checks = [f"if (fs_size_eq({self.cint(d, Ranges(), C_CHECKED)}, 0)) return {len(k.constraints) + 2};"
+                  for d in divisors] + checks
         checks += [f"if ({self.cint(e, Ranges(), C_CHECKED)} == FS_SIZE_POISON) return {len(k.constraints) + 1};"
                    for e in sized if not e.is_Integer]
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
@@ -224,10 +233,26 @@ class CKernelEmitter(KernelEmitter):
         out += indent(unused_parameters(params, body) + body) + ["}", ""]
         out.append(f"{self.signature(True)} {{")
         gc_init = ["fs_gc_init();"] if self.options.allocation == "gc" else []
-        out += indent(gc_init + [f"if ({self.symbol}_check_sizes({self.size_args()}) != 0) return {STATUS_SIZES};",
-                        f"return {self.symbol}_body({', '.join(self.call_args())});"])
+        out += indent(gc_init + [f"int fs_failed = {self.symbol}_check_sizes({self.size_args()});",
+                                 f"if (fs_failed != 0) return fs_size_status(fs_failed, {len(k.constraints)});",
+                                 f"return {self.symbol}_body({', '.join(self.call_args())});"])
         out.append("}")
         return "\n".join(out)
+
+
+def size_divisors(e) -> list:
+    """The divisors of the quotients and remainders of a size expression or condition that are
+    not constants: each may be zero at a call."""
+    found = []
+    for sub in sympy.preorder_traversal(sympy.sympify(e)):
+        match sub:
+            case sympy.floor() | sympy.ceiling():
+                found.append(sympy.fraction(sympy.together(sub.args[0]))[1])
+            case sympy.Mod():
+                found.append(sub.args[1])
+            case sympy.Expr() if sub.is_Add or sub.is_Mul:
+                found.append(sympy.fraction(sympy.together(sub))[1])
+    return [d for d in found if not d.is_Integer]
 
 
 def unused_parameters(names, lines) -> list[str]:
@@ -294,7 +319,8 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
               f" * Allocation: {options.allocation}{'; OpenMP' if options.parallel else ''}.",
               " * ABI: see fsmooth/artifact.py.  Status codes: 0 ok, 1 index out of range,",
               " * 2 integer division by zero, 3 size constraint violated, 4 out of memory,",
-              " * 5 integer conversion out of range (int() of a NaN, an infinity or a float outside int64). */",
+              " * 5 integer conversion out of range (int() of a NaN, an infinity or a float outside int64),",
+              " * 6 a size overflows int64. */",
               '#include "fsmooth_rt.h"']
     header += ["", _GC_SUPPORT] if options.allocation == "gc" else []
     header += ["", "/* ---- exported functions */"]

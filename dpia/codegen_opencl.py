@@ -387,6 +387,8 @@ class _OpenCLEmitter(KernelEmitter):
 _SCALAR_HEADER_ENVIRONMENT = r"""typedef long int64_t;
 typedef ulong uint64_t;
 #define INT64_C(x) (x##L)
+#define INT64_MIN LONG_MIN
+#define INT64_MAX LONG_MAX
 #define FS_FLOAT_MATH(name) name
 """
 

@@ -11,8 +11,9 @@ Sizes print as exact int64 C (``fsmooth.shape.size_printer``) with the helpers o
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
 2 for an integer ``//``/``%`` by zero, 5 for ``int(x)`` of a NaN, an infinity or a float outside
-int64 (whose cast would be undefined behaviour in C).  Every failure takes one path (``FailureExit``): set the
-status variable of its scope and ``goto`` that scope's exit label.
+int64 (whose cast would be undefined behaviour in C), 6 for a size computed in the body (a loop
+count, a region's bytes) that overflows int64 (``checked_size``).  Every failure takes one path
+(``FailureExit``): set the status variable of its scope and ``goto`` that scope's exit label.
 
 ``KernelEmitter`` writes one kernel's body; each back end subclasses it with its own functions
 and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of kernels) and
@@ -20,6 +21,7 @@ and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -29,12 +31,12 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import (Ranges, in_range, positive, simplify_index,
+from fsmooth.dps.ranges import (Ranges, in_range, interval, natural_nonnegative, positive, simplify_index,
                                 truncating_divisions)
 from fsmooth.errors import CompileError, Loc
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
-from fsmooth.shape.size_printer import C, SizeTarget, print_size
+from fsmooth.shape.size_printer import C, SizeTarget, overflow_checked_c, print_size
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
 from . import phrases as p
@@ -72,6 +74,7 @@ STATUS_DIVISION_BY_ZERO = 2
 STATUS_SIZES = 3
 STATUS_OUT_OF_MEMORY = 4
 STATUS_INTEGER_CONVERSION = 5
+STATUS_SIZE_OVERFLOW = 6
 
 
 def is_reserved(name: str) -> bool:
@@ -277,6 +280,44 @@ class KernelEmitter:
     def cint(self, e, ranges: Ranges, target: SizeTarget | None = None) -> str:
         simplified = truncating_divisions(simplify_index(e, ranges), ranges)
         return print_size(simplified, target or self.size_target, self.size_name)
+
+    def checked_size(self, n: sympy.Expr, ranges: Ranges, checks: list) -> str:
+        """The C of ``n``, a size computed in the body (a loop count, a region's bytes): as it
+        is where it cannot overflow int64 (``overflow_free``), else computed with checked
+        arithmetic into a variable, ``checks`` failing the call with STATUS_SIZE_OVERFLOW where
+        it overflows, as a reference ``Int64`` that wrapped is an OverflowError as a size."""
+        if self.overflow_free(n, ranges):
+            return self.cint(n, ranges)
+        k = next(self.internal)
+        flag, name = f"fs_overflow_{k}", f"fs_size_{k}"
+        text = self.cint(n, ranges, overflow_checked_c(flag))
+        checks += [f"bool {flag} = false;", f"const int64_t {name} = {strip_parentheses(text)};",
+                   f"if ({flag}) {self.exit.fail(STATUS_SIZE_OVERFLOW)}"]
+        return name
+
+    @functools.cached_property
+    def checked_sizes(self) -> tuple:
+        """The sizes that are known to fit int64 in the body, over C names: the size symbols
+        (dims of arrays and Card arguments, natural numbers) and what the size check computed
+        with checked arithmetic before the call (result dims, the scratch size, and each value
+        computed on the way, since an overflow there would have refused the call)."""
+        sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
+        parts = [x for e in sized for x in _checked_parts(self.rename(e, {}))]
+        return tuple(dict.fromkeys([*self.size_symbols] + parts))
+
+    @functools.cached_property
+    def size_symbols(self) -> frozenset:
+        return frozenset(index_symbol(c) for c in self.size_names.values())
+
+    def overflow_free(self, n: sympy.Expr, ranges: Ranges) -> bool:
+        """Whether computing ``n`` in plain int64 C cannot overflow: an atom, or an expression of
+        sizes and loop variables (natural numbers) whose every partial sum and product the range
+        analysis bounds between 0 and a size that fits (``checked_sizes``)."""
+        e = simplify_index(sympy.sympify(n), ranges)
+        if e.is_Atom:
+            return True
+        natural = self.size_symbols | {v for v, _, _ in ranges.loops}
+        return e.free_symbols <= natural and _overflow_free(e, self.checked_sizes, ranges)
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):
@@ -537,12 +578,15 @@ class KernelEmitter:
         return self.loop(index, n, body, env, ranges, scope=scope)
 
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
-        """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration."""
+        """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration.
+        The count is checked where it may overflow (``checked_size``); the body's ranges keep its
+        expression, which is its value wherever the loop runs."""
+        count: list = []
+        bound = self.checked_size(n, ranges, count)
         i = self.namer.fresh(index)
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
         lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
-        bound = self.cint(n, ranges)
-        return [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
+        return count + [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
 
     # -- what the kernel's caller needs
     def scratch(self) -> sympy.Expr:
@@ -563,6 +607,69 @@ def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) 
     """The offset of scalar ``inner`` of element ``index`` of an array whose elements hold
     ``elem_size`` scalars each: Fig. 6's path [index, ...] in a row-major layout."""
     return index * elem_size + inner
+
+
+def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
+    """Whether every operation of ``e`` (over natural numbers), as ``print_size`` writes it,
+    stays in int64: the positive terms of a sum (written first) and the magnitude of its negative
+    ones are each between 0 and a size of ``known``, and so is every partial product of a term;
+    a quotient, remainder, minimum or maximum of such operands cannot overflow."""
+    if e.is_Atom or e in known:
+        return True
+    match e:
+        case sympy.Add() | sympy.Mul() | sympy.Pow():
+            terms = sympy.Add.make_args(e)
+            positive_part = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
+            negative_part = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
+            factors = [f for t in terms for f in _partial_products(-t if t.could_extract_minus_sign() else t)]
+            return all(_bounded(x, known, ranges) for x in (positive_part, negative_part, *factors)) and all(
+                _overflow_free(f.base if isinstance(f, sympy.Pow) else f, known, ranges)
+                for t in terms for f in sympy.Mul.make_args(t))
+        case sympy.floor() | sympy.ceiling():
+            return all(_overflow_free(x, known, ranges) for x in sympy.fraction(sympy.together(e.args[0])))
+        case sympy.Mod() | sympy.Min() | sympy.Max():
+            return all(_overflow_free(x, known, ranges) for x in e.args)
+    return False
+
+
+def _checked_parts(e: sympy.Expr) -> list:
+    """``e`` and the values C_CHECKED computes on the way to it: the operands of each sum,
+    product, minimum and maximum, and the numerator and denominator of each quotient."""
+    if e.is_Atom:
+        return []
+    match e:
+        case sympy.floor() | sympy.ceiling():
+            operands = sympy.fraction(sympy.together(e.args[0]))
+        case _:
+            num, den = sympy.fraction(sympy.together(e))
+            operands = (num, den) if den != 1 else e.args
+    return [e] + [x for operand in operands for x in _checked_parts(operand)]
+
+
+def _partial_products(term: sympy.Expr) -> list:
+    """The products a term's C computes on the way: the left folds of its factors."""
+    factors = [f for a in sympy.Mul.make_args(term)
+               for f in ([a.base] * int(a.exp) if isinstance(a, sympy.Pow) and a.exp.is_Integer and a.exp > 0 else [a])]
+    return [sympy.Mul(*factors[:k]) for k in range(2, len(factors) + 1)]
+
+
+def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
+    """0 <= x <= some size of ``known`` (which fits int64), or a constant that fits, over the
+    ranges of the loops: a term free of loop variables bounds itself."""
+    x = sympy.expand(x)
+    if x.is_Integer:
+        return 0 <= x < 2**63
+    lo = hi = sympy.Integer(0)
+    for term in sympy.Add.make_args(x):
+        if any(s in ranges for s in term.free_symbols):
+            bounds = interval(term, ranges)
+            if bounds is None:
+                return False
+            lo, hi = lo + bounds[0], hi + bounds[1]
+        else:
+            lo, hi = lo + term, hi + term
+    return natural_nonnegative(lo) and (
+        (hi.is_Integer and hi < 2**63) or any(natural_nonnegative(size - hi) for size in known))
 
 
 def _dims(dims) -> tuple:

@@ -6,7 +6,9 @@ The C ABI of an exported kernel ``K`` (all integers are ``int64_t``):
     int     K(void *restrict scratch, T *restrict out, <params>);
     void    K_shape(int64_t *dims_out, <sizes>);       /* result dims, rank(result) of them */
     int64_t K_scratch_bytes(<sizes>);                  /* exact peak arena bytes of one call */
-    int     K_check_sizes(<sizes>);                    /* 0, or 1 + index of the first failed constraint */
+    int     K_check_sizes(<sizes>);                    /* 0, or 1 + index of the first failed constraint,
+                                                          #constraints + 1: a size overflows int64,
+                                                          #constraints + 2: a size divides by zero */
 
 A kernel whose result is a tuple has one out-parameter per component instead of ``out``, in
 order (``T0 *restrict out_0, T1 *restrict out_1``; nested tuples flattened: ``out_1_0``), and one
@@ -39,6 +41,7 @@ STATUS = {
     3: "size constraint violated",
     4: "out of memory",  # a region of the malloc, leaky or gc variant could not be allocated
     5: "integer conversion out of range",  # int(x) of a NaN, an infinity or a float outside int64
+    6: "size overflows int64",  # a result, scratch or body size (loop count, region bytes) computed with an overflow
 }
 
 

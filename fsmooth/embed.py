@@ -227,7 +227,8 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
                   for j, c in enumerate(interface.constraints)]
     lines.append(f"Scratch: {interface.scratch_formula} bytes")
     lines.append(f"{interface.symbol}_check_sizes returns {len(interface.constraints) + 1} (and {interface.symbol} "
-                 f"{_status_macro(prefix, 3)}) where a result dim or the scratch size overflows int64")
+                 f"{_status_macro(prefix, 6)}) where a result dim or the scratch size overflows int64, "
+                 f"{len(interface.constraints) + 2} (and {_status_macro(prefix, 2)}) where one divides by zero")
     return lines
 
 

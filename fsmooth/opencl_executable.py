@@ -5,7 +5,9 @@ buffers, launches in order, results back to numpy.
 A call checks and converts its arguments exactly as the C runtime does (``fsmooth.runtime``'s
 converters and size getter are reused), evaluates the kernel's size constraints, then looks up
 the *plan* for its sizes: result dims, bytes of every buffer, global and local sizes of every
-launch.  All those formulas were turned into one Python function at construction (no sympy in the
+launch.  Sizes are computed as the C path's ``K_check_sizes`` computes them (``PYTHON_CHECKED``):
+one that overflows int64 is an OverflowError, a zero divisor a ZeroDivisionError, and a buffer
+larger than the device can allocate a MemoryError, before anything is allocated or launched.  All those formulas were turned into one Python function at construction (no sympy in the
 call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
 buffers of host inputs and outputs) are allocated once and reused while they are large enough,
 and results left on the device come from a memory pool;
@@ -17,7 +19,8 @@ A failed run-time check in a kernel (a data-dependent index out of range, an int
 zero, ``int(x)`` of a NaN, an infinity or a float outside int64) raises as the C runtime does: the
 'status' buffer, one ``int`` per launch, is zeroed before the launches and read after them (one
 small transfer), and its first nonzero code goes through ``fsmooth.runtime``'s mapping
-(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, ...), naming the kernel.
+(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, 6 → OverflowError for a size computed in
+a kernel body that overflows int64, ...), naming the kernel.
 
 Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
 device is used in place, and the result stays on the device when ``device_result=True`` or when
@@ -34,8 +37,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
+import sympy
 
-from fsmooth.shape.size_printer import compile_constraint_check, compile_size_function
+from fsmooth.shape.size_printer import SIZE_OVERFLOW, compile_constraint_check, compile_size_function
 
 from .opencl_artifact import STATUS_ELEM, OpenCLArtifact
 from .opencl_device import build_program, default_context, require_capabilities
@@ -117,6 +121,13 @@ class OpenCLExecutable:
                     + [g for launch in launches for g in launch.global_size]
                     + [l for launch in launches for l in (launch.local_size or ())])
         self._sizes_of = compile_size_function(self._symbols, formulas, name)
+        self._formulas = formulas
+        self._formula_names = (["result size" for _, _, dims in interface.outputs for _ in dims]
+                               + [f"element count of buffer '{b.name}'" for b in self._sized]
+                               + [f"global size of launch {launch.kernel}" for launch in launches
+                                  for _ in launch.global_size]
+                               + [f"local size of launch {launch.kernel}" for launch in launches
+                                  for _ in (launch.local_size or ())])
         self._plans: dict[tuple, _Plan] = {}
         self._max_group = self.device.max_work_group_size
 
@@ -220,15 +231,21 @@ class OpenCLExecutable:
         plan = self._plans.get(sizes)
         if plan is not None:
             return plan
-        failed = self._check_sizes(sizes)
-        if failed:
-            constraint = self.interface.constraints[failed - 1]
-            shown = ", ".join(f"{s}={v}" for s, v in zip(self._symbols, sizes))
-            raise ValueError(f"{self.name}: argument '{constraint.param}': {constraint.message} "
-                             f"(sizes: {shown})")
-        values = iter(self._sizes_of(sizes))
+        shown = ", ".join(f"{s}={v}" for s, v in zip(self._symbols, sizes))
+        try:  # sizes computed as K_check_sizes and K_shape do: exactly, within int64, no divisor zero
+            failed = self._check_sizes(sizes)
+            if failed:
+                constraint = self.interface.constraints[failed - 1]
+                raise ValueError(f"{self.name}: argument '{constraint.param}': {constraint.message} "
+                                 f"(sizes: {shown})")
+            computed = self._sizes_of(sizes)
+        except ZeroDivisionError:
+            raise ZeroDivisionError(f"{self.name}: a size of this call divides by zero (sizes: {shown})") from None
+        self._refuse_overflow(computed, shown)
+        values = iter(computed)
         dims = tuple(tuple(next(values) for _ in component_dims) for _, _, component_dims in self.interface.outputs)
         nbytes = {b.name: next(values) * NUMPY_DTYPE[b.elem].itemsize for b in self._sized}
+        self._refuse_buffers(nbytes, shown)
         launches = self.artifact.launches
         global_sizes = [tuple(next(values) for _ in launch.global_size) for launch in launches]
         local_sizes = [tuple(next(values) for _ in launch.local_size) if launch.local_size else None
@@ -257,6 +274,35 @@ class OpenCLExecutable:
             self._plans.clear()
         plan = self._plans[sizes] = _Plan(dims, nbytes, tuple(planned))
         return plan
+
+    def _arguments_of(self, formula) -> str:
+        """The parameters a size formula's symbols come from, for an error message."""
+        symbols = {s.name for s in sympy.sympify(formula).free_symbols}
+        params = dict.fromkeys(s.param for s in self.interface.sizes if s.symbol in symbols)
+        return ", ".join(f"'{p}'" for p in params) or "no argument"
+
+    def _refuse_overflow(self, computed: tuple, shown: str) -> None:
+        """OverflowError where a size formula's value (or a value on its way) overflows int64,
+        as the C path's K_check_sizes refuses it, naming the arguments the size comes from."""
+        if SIZE_OVERFLOW not in computed:
+            return
+        j = computed.index(SIZE_OVERFLOW)
+        raise OverflowError(f"{self.name}: the {self._formula_names[j]} of this call overflows int64 (from the "
+                            f"arguments {self._arguments_of(self._formulas[j])}; sizes: {shown})")
+
+    def _refuse_buffers(self, nbytes: dict, shown: str) -> None:
+        """OverflowError where a buffer's bytes overflow int64, MemoryError where they are more than
+        the device can allocate (its largest buffer, or its local memory for a 'local' one), before
+        anything is allocated or launched."""
+        for buffer in self._sized:
+            n = nbytes[buffer.name]
+            where = f"{self.name}: buffer '{buffer.name}' (from the arguments {self._arguments_of(buffer.count)})"
+            if n >= 2**63:
+                raise OverflowError(f"{where} would have {n} bytes, which overflows int64 (sizes: {shown})")
+            limit = self.device.local_mem_size if buffer.role == "local" else self.device.max_mem_alloc_size
+            if n > limit:
+                raise MemoryError(f"{where} would have {n} bytes, more than this device's limit of {limit} "
+                                  f"(sizes: {shown})")
 
     def _reused_buffer(self, name: str, nbytes: int) -> cl.Buffer:
         """A device buffer of at least ``nbytes`` (never zero, which OpenCL forbids) kept under

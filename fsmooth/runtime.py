@@ -264,7 +264,10 @@ class Executable:
         constraints = self.interface.constraints
         if failed == len(constraints) + 1:  # K_check_sizes: a size is FS_SIZE_POISON
             return OverflowError(f"{self.interface.name}: the result or scratch size of this call overflows "
-                                 f"int64 or divides by zero (sizes: {self._show_sizes(sizes)})")
+                                 f"int64 (sizes: {self._show_sizes(sizes)})")
+        if failed == len(constraints) + 2:  # K_check_sizes: a size's divisor is zero
+            return ZeroDivisionError(f"{self.interface.name}: a size of this call divides by zero "
+                                     f"(sizes: {self._show_sizes(sizes)})")
         if not 1 <= failed <= len(constraints):
             return RuntimeError(f"{self.interface.name}: size check returned {failed}, "
                                 f"which names no constraint")
@@ -397,7 +400,7 @@ def raise_status(kernel: str, status: int):
     the kernel: the C and OpenCL runtimes report failed checks alike."""
     message = f"{kernel}: {STATUS.get(status, f'unknown status {status}')}"
     raise {1: IndexError, 2: ZeroDivisionError, 3: ValueError, 4: MemoryError,
-           5: ValueError}.get(status, RuntimeError)(message)
+           5: ValueError, 6: OverflowError}.get(status, RuntimeError)(message)
 
 
 def size_getter(interface: KernelInterface):

@@ -1,7 +1,8 @@
 """Size expressions and size conditions (sympy, over the size symbols of ``shape.sizes``) as text
-of a target language: C and OpenCL C (exact int64 with the helpers of ``clib/fsmooth_scalar.h``),
-Python (exact integers, for the OpenCL launcher's host-side size functions) and JSON (a tree for
-the embed manifest).
+of a target language: C and OpenCL C (exact int64 with the helpers of ``clib/fsmooth_scalar.h``;
+``C_CHECKED`` for the size checks before a call, ``overflow_checked_c`` for a size computed in a
+kernel body), Python (exact integers; ``PYTHON_CHECKED``, within int64 as ``C_CHECKED``, for the
+OpenCL launcher's host-side size functions) and JSON (a tree for the embed manifest).
 
 One walk over the expression (``print_size``, ``print_condition``) serves every target; a
 ``SizeTarget`` says how each operation is written.  Integer divisions come in three kinds:
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -95,6 +97,23 @@ C_CHECKED = dataclasses.replace(
         (sympy.StrictLessThan, "lt"), (sympy.Equality, "eq"), (sympy.Unequality, "ne"))},
 )
 
+
+def overflow_checked_c(flag: str) -> SizeTarget:
+    """C (and OpenCL C) that computes a size exactly or sets the ``bool`` variable ``flag``
+    (``fs_checked_*_i64`` in clib/fsmooth_scalar.h): for a size computed inside a kernel body,
+    whose every value, INT64_MIN included, is a size, so no value can be the poison.  Only the
+    operations that can overflow are checked: a proven quotient or remainder, an exact quotient
+    by a positive constant, a minimum and a maximum cannot."""
+    def checked(name: str, arity: int = 2) -> str:
+        operands = ", ".join(f"{{{k}}}" for k in range(arity))
+        return f"fs_checked_{name}_i64({operands}, &{flag})"
+    return dataclasses.replace(
+        C, name="overflow-checked C",
+        add=checked("add"), subtract=checked("sub"), multiply=checked("mul"), negate=checked("neg", 1),
+        quotient=checked("floordiv"), floor_quotient=checked("floordiv"), ceiling_quotient=checked("ceildiv"),
+        modulo=checked("mod"))
+
+
 # The OpenCL prelude carries clib/fsmooth_scalar.h, so OpenCL C writes sizes as C does.
 OPENCL_C = C
 
@@ -112,6 +131,53 @@ PYTHON = SizeTarget(
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
     conjunction="{0} and {1}", disjunction="{0} or {1}", negation="(not {0})", true="True", false="False",
 )
+
+# Python whose every operation is checked as C_CHECKED's: a value outside int64 (or INT64_MIN, the
+# C poison) is SIZE_OVERFLOW, passed on by every operation and failing every relation, so the
+# OpenCL launcher refuses the sizes that K_check_sizes refuses.  A zero divisor raises
+# ZeroDivisionError, as K_check_sizes' divisor tests give status 2.
+PYTHON_CHECKED = dataclasses.replace(
+    PYTHON, name="checked Python",
+    add="_add({0}, {1})", subtract="_sub({0}, {1})", multiply="_mul({0}, {1})", negate="_neg({0})",
+    exact_quotient="_exact_div({0}, {1})", quotient="_exact_div({0}, {1})",
+    floor_quotient="_floordiv({0}, {1})", ceiling_quotient="_ceildiv({0}, {1})",
+    modulo="_mod({0}, {1})", truncating_quotient="_floordiv({0}, {1})", truncating_modulo="_mod({0}, {1})",
+    maximum="_max({0}, {1})", minimum="_min({0}, {1})",
+    relations={r: f"_relation({op!r}, {{0}}, {{1}})" for r, op in _RELATION_SYMBOLS.items()},
+)
+
+
+class _SizeOverflow:
+    """The value of a size that overflows int64 (``PYTHON_CHECKED``)."""
+
+    def __repr__(self) -> str:
+        return "SIZE_OVERFLOW"
+
+
+SIZE_OVERFLOW = _SizeOverflow()
+
+
+def _fits(x: int):
+    return x if -2**63 < x < 2**63 else SIZE_OVERFLOW
+
+
+def _checked(op, divides: bool = False):
+    def checked(*xs):
+        if divides and xs[1] == 0:
+            raise ZeroDivisionError("a size divides by zero")
+        return SIZE_OVERFLOW if any(x is SIZE_OVERFLOW for x in xs) else _fits(op(*xs))
+    return checked
+
+
+_RELATIONS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq,
+              "!=": operator.ne}
+_CHECKED_OPERATIONS = {
+    "_add": _checked(lambda a, b: a + b), "_sub": _checked(lambda a, b: a - b), "_mul": _checked(lambda a, b: a * b),
+    "_neg": _checked(lambda a: -a), "_floordiv": _checked(lambda a, b: a // b, divides=True),
+    "_ceildiv": _checked(lambda a, b: -(-a // b), divides=True), "_mod": _checked(lambda a, b: a % b, divides=True),
+    "_max": _checked(max), "_min": _checked(min),
+    "_relation": lambda op, a, b: a is not SIZE_OVERFLOW and b is not SIZE_OVERFLOW and _RELATIONS[op](a, b),
+}
 
 # JSON text of a tree: a number, a size symbol's name, or [operation, operands...] with the
 # operations named as in C ("floordiv" and "ceildiv" round toward -inf and +inf, "mod" takes
@@ -238,6 +304,10 @@ class _Printer:
 
 def _exact_div(where: str):
     def exact_div(num: int, den: int) -> int:
+        if den == 0:
+            raise ZeroDivisionError(f"{where}: a size divides by zero")
+        if num is SIZE_OVERFLOW or den is SIZE_OVERFLOW:
+            return SIZE_OVERFLOW
         quotient, remainder = divmod(num, den)
         if remainder:
             raise RuntimeError(f"{where}: the size formula gave the non-integer {num}/{den}")
@@ -249,7 +319,7 @@ def _python_function(symbols, body: str, where: str, what: str):
     source = (f"def _f(_values):\n"
               f"    _s = dict(zip({tuple(symbols)!r}, _values))\n"
               f"{body}")
-    namespace = {"_exact_div": _exact_div(where), "__builtins__": {"max": max, "min": min, "zip": zip, "dict": dict}}
+    namespace = {"_exact_div": _exact_div(where), **_CHECKED_OPERATIONS, "__builtins__": {"zip": zip, "dict": dict}}
     exec(compile(source, f"<{what} of {where}>", "exec"), namespace)
     return namespace["_f"]
 
@@ -264,16 +334,19 @@ def _check_symbols(symbols, exprs, where: str) -> None:
 
 def compile_size_function(symbols, exprs, where: str):
     """A function from a tuple of the size symbols' values (in ``symbols`` order, by name) to the
-    tuple of the integer values of ``exprs``, built once: no sympy in the call."""
+    tuple of the integer values of ``exprs``, built once: no sympy in the call.  Computed as
+    ``K_shape`` and ``K_scratch_bytes`` do (``PYTHON_CHECKED``): a value that overflows int64 is
+    ``SIZE_OVERFLOW``, a zero divisor a ZeroDivisionError."""
     _check_symbols(symbols, exprs, where)
-    terms = "".join(print_size(e, PYTHON) + ", " for e in exprs)
+    terms = "".join(print_size(e, PYTHON_CHECKED) + ", " for e in exprs)
     return _python_function(symbols, f"    return ({terms})\n", where, "sizes")
 
 
 def compile_constraint_check(symbols, conditions, where: str):
     """A function from the size symbols' values (in ``symbols`` order) to 0 when every condition
-    holds, else 1 + the index of the first that fails: the answer of ``K_check_sizes``."""
+    holds, else 1 + the index of the first that fails: the answer of ``K_check_sizes`` (a condition
+    whose sizes overflow int64 fails, a zero divisor is a ZeroDivisionError)."""
     _check_symbols(symbols, conditions, where)
-    body = "".join(f"    if not {print_condition(c, PYTHON)}:\n        return {k + 1}\n"
+    body = "".join(f"    if not {print_condition(c, PYTHON_CHECKED)}:\n        return {k + 1}\n"
                    for k, c in enumerate(conditions))
     return _python_function(symbols, body + "    return 0\n", where, "size checks")

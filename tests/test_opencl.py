@@ -182,6 +182,41 @@ def test_vectorised_body_that_lanes_cannot_share_runs_lane_by_lane(context, rng)
         strided_and_gathered.opencl(v, np.array([0, 1, 2, 3, 4, 5, 10, 0, 1]), context=context)
 
 
+def test_sizes_are_checked_in_kernel_bodies_and_on_the_host(context):
+    """As the C path: a body count that overflows is status 6, OverflowError (as the reference);
+    the host computes sizes as K_check_sizes does, so a size divided by zero is a
+    ZeroDivisionError, a result size outside int64 an OverflowError and a buffer beyond the
+    device's largest allocation a MemoryError, each before anything is allocated or launched,
+    naming the arguments the size comes from."""
+    from test_checked_sizes import count_product, counts_from_data, grid, quotient_sized
+
+    def opencl(kernel, *args):
+        return kernel.opencl(*args, context=context)
+
+    assert "fs_checked_mul_i64(" in count_product.opencl_artifact().source
+    for kernel, args in ((count_product, (2**32, 2**32)), (counts_from_data, (np.array([2**30, 0]), 2**40))):
+        for run in (opencl, lambda k, *a: k.reference(*a)):
+            with pytest.raises(OverflowError):
+                run(kernel, *args)
+    idx = np.array([3, -2, 0, 5])
+    for kernel, args, oracle in ((count_product, (3, 4), 12.0), (count_product, (0, 2**40), 0.0),
+                                 (counts_from_data, (idx, 2), np.maximum(idx * 2, 0).astype(float)),
+                                 (quotient_sized, (7, 2), np.ones(3)), (grid, (3, 2), np.ones(6))):
+        np.testing.assert_array_equal(opencl(kernel, *args), kernel.reference(*args))
+        np.testing.assert_array_equal(opencl(kernel, *args), oracle)
+    for run in (opencl, lambda k, *a: k.reference(*a), lambda k, *a: k(*a)):
+        with pytest.raises(ZeroDivisionError):
+            run(quotient_sized, 3, 0)
+    with pytest.raises(OverflowError, match=r"result size of this call overflows int64 \(from the arguments 'n', 'm'"):
+        opencl(grid, 2**32, 2**32)
+    with pytest.raises(OverflowError, match="buffer 'out' .* overflows int64"):
+        opencl(grid, 2**31, 2**31)  # 2**62 elements fit, their 2**65 bytes do not
+    n = 1 << 20
+    assert 8 * n * n > context.devices[0].max_mem_alloc_size
+    with pytest.raises(MemoryError, match="buffer 'out' .* more than this device's limit"):
+        opencl(grid, n, n)
+
+
 def test_vectorised_scal_uses_vector_loads():
     a = blas.scal.opencl_artifact()
     assert "vload4(" in a.source and "vstore4(" in a.source

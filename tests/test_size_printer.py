@@ -10,7 +10,7 @@ import pytest
 import sympy
 
 from fsmooth.errors import CompileError
-from fsmooth.shape.size_printer import (C, OPENCL_C, PYTHON, NonnegativeMod, NonnegativeQuotient,
+from fsmooth.shape.size_printer import (C, OPENCL_C, PYTHON, SIZE_OVERFLOW, NonnegativeMod, NonnegativeQuotient,
                                         compile_constraint_check, compile_size_function, condition_json,
                                         print_condition, print_size, size_json)
 
@@ -59,10 +59,27 @@ def test_size_formulas_evaluate_exactly():
                 n * (n + 1) / 2, S * N + 1, m**2 - n, sympy.ceiling((m - n) / 4), sympy.Min(n, m, 2)]
     f = compile_size_function(("n", "m", "S", "N"), formulas, "test")
     for a, b in itertools.product((0, 1, 5, 63, 64, 65, 10 ** 12 + 7), (0, 3)):
-        assert f((a, b, 4, 5)) == (-(-a // 64) * 64, a // 3, max(a, b), a % 7, a * (a + 1) // 2, 21, b * b - a,
-                                   -((a - b) // 4), min(a, b, 2))
+        exact = (-(-a // 64) * 64, a // 3, max(a, b), a % 7, a * (a + 1) // 2, 21, b * b - a,
+                 -((a - b) // 4), min(a, b, 2))
+        # a value outside int64 is SIZE_OVERFLOW, as C_CHECKED's poison (a(a+1) for a = 10**12 + 7)
+        assert f((a, b, 4, 5)) == tuple(x if abs(x) < 2**63 else SIZE_OVERFLOW for x in exact)
     with pytest.raises(ValueError, match="not size symbols"):
         compile_size_function(("n",), [n + m], "test")
+
+
+def test_python_sizes_are_checked_as_the_c_ones():
+    """The OpenCL launcher's size functions refuse what K_check_sizes refuses: a value (or a
+    partial one) outside int64 is SIZE_OVERFLOW and fails every relation, a zero divisor raises."""
+    f = compile_size_function(("n", "m"), [n * m, sympy.floor(n * m / 4), sympy.floor(n / m), -n], "test")
+    assert f((2**32, 2**31 - 1)) == (2**63 - 2**32, 2**61 - 2**30, 2, -2**32)
+    assert f((2**32, 2**32)) == (SIZE_OVERFLOW, SIZE_OVERFLOW, 1, -2**32)
+    with pytest.raises(ZeroDivisionError):
+        f((3, 0))
+    check = compile_constraint_check(("n", "m"), [sympy.Mod(n, m) < 2, n * m > 1], "test")
+    assert check((2**32, 2**30)) == 0
+    assert check((2**32, 2**32)) == 2
+    with pytest.raises(ZeroDivisionError):
+        check((3, 0))
 
 
 def test_non_integer_size_formula_is_an_error():
