@@ -34,8 +34,9 @@ from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
-from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
-                   c_type, exported_name, indent, index_symbol, is_reserved, strip_parentheses)
+from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, FailureExit, KernelEmitter, c_type, exported_name, indent,
+                   is_reserved, strip_parentheses)
+from .index_paths import BufferVariable, ScalarVariable, index_symbol
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))

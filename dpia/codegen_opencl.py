@@ -54,8 +54,9 @@ from fsmooth.shape.size_printer import OPENCL_C
 from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
-from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, c_type, exported_name, indent,
-                   index_symbol, strip_parentheses)
+from . import index_paths as paths
+from .emit import FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
+from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
 from .vectorize import VECTOR_OPS, Lanes
@@ -249,15 +250,9 @@ class _OpenCLEmitter(KernelEmitter):
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
-        # only the binding is wanted: the checks made on the way are dropped, with their exit and
-        # record (where the phrase is resolved for its value, they are written)
-        real, self.exit, written = self.exit, _StatusExit("fs_unused", _STATUS_PARAM), len(self.range_checks)
-        try:
-            binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
-        finally:
-            self.exit = real
-            del self.range_checks[written:]
-        return binding
+        # only the binding is wanted: the checks on the way are written where the phrase is
+        # resolved for its value
+        return paths.resolve(ph, env, ranges, self.size_names).binding
 
     def _enter(self, c: p.ParFor, env: dict, ranges):
         """(C name of the index, inner environment, inner ranges) of a parfor."""
@@ -352,16 +347,9 @@ class _OpenCLEmitter(KernelEmitter):
         every = self.exp(c.cond, env, ranges, [])
         inside = ranges
         for k in range(self.lanes.width):
-            inside = self._guarded(c.cond.cond, self.lanes.env(env, k), inside)
+            inside = paths.guarded(c.cond.cond, self.lanes.env(env, k), inside, self.size_names)
         return ([f"if ({every}) {{"] + indent(self.comm(c.then, env, inside)) + ["} else {"]
                 + indent(self.comm(c.orelse, env, ranges)) + ["}"])
-
-    def resolve(self, ph: p.Phrase, offset, env: dict, ranges, checks: list):
-        match ph:
-            case p.Idx(p.AsScalar(vector), p.Literal(lane)):
-                binding, _ = super().resolve(vector, sympy.Integer(0), env, ranges, checks)
-                return ScalarVariable(f"{binding.cname}.s{lane:x}"), offset
-        return super().resolve(ph, offset, env, ranges, checks)
 
     def exp(self, ph: p.Phrase, env: dict, ranges, checks: list) -> str:
         match ph:
