@@ -205,7 +205,7 @@ class CKernelEmitter(KernelEmitter):
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
-        body = self.comm(k.body, env, Ranges())
+        body = self.comm(k.body, env, self.kernel_ranges())
         if self.exit.used:
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
         else:

@@ -46,7 +46,6 @@ import sympy
 from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
 from fsmooth.artifact import result_components
-from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -183,13 +182,13 @@ class _OpenCLEmitter(KernelEmitter):
                 args.append(src.symbol)
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
-        body = self.comm(phase.body, env, Ranges())
+        body = self.comm(phase.body, env, self.kernel_ranges())
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
         if phase.tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
-            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, Ranges()))
+            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, self.kernel_ranges()))
             body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
                      f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:

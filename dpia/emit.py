@@ -207,6 +207,10 @@ class KernelEmitter:
             sources.append(src)
         return tuple(sources), names
 
+    def kernel_ranges(self) -> Ranges:
+        """What is known at the start of the kernel's body: its sizes are ≥ 0."""
+        return Ranges(naturals=frozenset(index_symbol(cname) for cname in self.size_names.values()))
+
     def size_name(self, symbol) -> str:
         if symbol in self.opaque:
             return self.opaque[symbol]

@@ -97,9 +97,10 @@ def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
             for suffix, _, _ in result_components(k.result, k.result_dims)}
     env |= {name: BufferVariable(name) for name in plan.buffers}
     walk = _Walk(sizes)
+    start = Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))  # as code generation's
     phases = tuple(dataclasses.replace(
-        phase, body=walk.comm(phase.body, env, Ranges()),
-        tail=None if phase.tail is None else walk.comm(phase.tail, env, Ranges())) for phase in plan.phases)
+        phase, body=walk.comm(phase.body, env, start),
+        tail=None if phase.tail is None else walk.comm(phase.tail, env, start)) for phase in plan.phases)
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
 
 
