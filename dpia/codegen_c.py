@@ -37,8 +37,9 @@ from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
-from .emit import (STATUS_OUT_OF_MEMORY, BufferVariable, FailureExit, KernelEmitter, ScalarVariable,
-                   c_type, exported_name, indent, index_symbol, is_reserved, strip_parentheses)
+from .emit import (STATUS_OUT_OF_MEMORY, FailureExit, KernelEmitter, c_type, exported_name, indent,
+                   is_reserved, strip_parentheses)
+from .index_paths import BufferVariable, ScalarVariable, index_symbol
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))
@@ -213,7 +214,7 @@ class CKernelEmitter(KernelEmitter):
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
-        body = self.comm(k.body, env, Ranges())
+        body = self.comm(k.body, env, self.kernel_ranges())
         if self.exit.used:
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
         else:

@@ -46,7 +46,6 @@ import sympy
 from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth import prims
 from fsmooth.artifact import result_components
-from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
@@ -54,8 +53,9 @@ from fsmooth.shape.size_printer import OPENCL_C
 from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
-from .emit import (Alias, BufferVariable, FailureExit, KernelEmitter, ScalarVariable, c_type, exported_name, indent,
-                   index_symbol, strip_parentheses)
+from . import index_paths as paths
+from .emit import FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
+from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
 from .vectorize import VECTOR_OPS, Lanes
@@ -182,13 +182,13 @@ class _OpenCLEmitter(KernelEmitter):
                 args.append(src.symbol)
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
-        body = self.comm(phase.body, env, Ranges())
+        body = self.comm(phase.body, env, self.kernel_ranges())
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
         if phase.tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
-            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, Ranges()))
+            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, self.kernel_ranges()))
             body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
                      f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:
@@ -249,15 +249,9 @@ class _OpenCLEmitter(KernelEmitter):
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
-        # only the binding is wanted: the checks made on the way are dropped, with their exit and
-        # record (where the phrase is resolved for its value, they are written)
-        real, self.exit, written = self.exit, _StatusExit("fs_unused", _STATUS_PARAM), len(self.range_checks)
-        try:
-            binding, _ = self.resolve(ph, sympy.Integer(0), env, ranges, [])
-        finally:
-            self.exit = real
-            del self.range_checks[written:]
-        return binding
+        # only the binding is wanted: the checks on the way are written where the phrase is
+        # resolved for its value
+        return paths.resolve(ph, env, ranges, self.size_names).binding
 
     def _enter(self, c: p.ParFor, env: dict, ranges):
         """(C name of the index, inner environment, inner ranges) of a parfor."""
@@ -352,16 +346,9 @@ class _OpenCLEmitter(KernelEmitter):
         every = self.exp(c.cond, env, ranges, [])
         inside = ranges
         for k in range(self.lanes.width):
-            inside = self._guarded(c.cond.cond, self.lanes.env(env, k), inside)
+            inside = paths.guarded(c.cond.cond, self.lanes.env(env, k), inside, self.size_names)
         return ([f"if ({every}) {{"] + indent(self.comm(c.then, env, inside)) + ["} else {"]
                 + indent(self.comm(c.orelse, env, ranges)) + ["}"])
-
-    def resolve(self, ph: p.Phrase, offset, env: dict, ranges, checks: list):
-        match ph:
-            case p.Idx(p.AsScalar(vector), p.Literal(lane)):
-                binding, _ = super().resolve(vector, sympy.Integer(0), env, ranges, checks)
-                return ScalarVariable(f"{binding.cname}.s{lane:x}"), offset
-        return super().resolve(ph, offset, env, ranges, checks)
 
     def exp(self, ph: p.Phrase, env: dict, ranges, checks: list) -> str:
         match ph:

@@ -2,9 +2,10 @@
 statements, l-values and expressions (DPIA paper Fig. 6), in the part of C99 that is OpenCL C too.
 
 Commands become statements, acceptors l-values and expressions r-values; identifiers resolve
-through the environment η to C names, and index paths to one offset into a flat buffer
-(``element_offset``), simplified with the ranges of the enclosing loops (``fsmooth.dps.ranges``,
-which also decides each run-time check DPS asked for: ``range_check``).  Every binder gets its own
+through the environment η to C names, and index paths to one offset into a flat buffer with the
+checks that reaching it needs (``dpia.index_paths``, which asks the range analysis
+``fsmooth.dps.ranges`` which checks DPS asked for are proven); this module prints them
+(``write_needs``), simplified with the ranges of the enclosing loops.  Every binder gets its own
 C name (``Namer``), so ``new`` needs no block: C99 declarations go where the variable starts.
 Sizes print as exact int64 C (``fsmooth.shape.size_printer``) with the helpers of
 ``clib/fsmooth_scalar.h``, which both back ends carry.
@@ -31,15 +32,16 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import (Ranges, in_range, interval, natural_nonnegative, positive, simplify_index,
-                                truncating_divisions)
-from fsmooth.errors import CompileError, Loc
+from fsmooth.dps.ranges import Ranges, bounds, nonnegative, simplify_index, truncating_divisions
+from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C, SizeTarget, overflow_checked_c, print_size
 from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 
+from . import index_paths as paths
 from . import phrases as p
+from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -132,43 +134,7 @@ class Namer(NameSupply):
 
 
 # ----------------------------------------------------------------------------- C of phrases
-# What an identifier of a phrase is bound to in the environment η.
-
-
-@dataclass(frozen=True)
-class ScalarVariable:
-    """A C variable holding a scalar."""
-
-    cname: str
-
-
-@dataclass(frozen=True)
-class BufferVariable:
-    """A C pointer to the first element of a flat buffer."""
-
-    cname: str
-
-
-@dataclass(frozen=True)
-class RecordVariable:
-    """A record (F̃ tuple): the binding of each component (C variables and buffers)."""
-
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Alias:
-    """Another name of ``phrase`` (a parfor's element acceptor), resolved in ``env``."""
-
-    phrase: p.Phrase
-    env: dict
-
-
-@dataclass(frozen=True)
-class SymbolicInteger:
-    """An integer let kept as its symbolic value (over C names), never stored."""
-
-    expr: sympy.Expr
+# What an identifier of a phrase is bound to in the environment η: ``dpia.index_paths``.
 
 
 @dataclass
@@ -257,6 +223,10 @@ class KernelEmitter:
             sources.append(src)
         return tuple(sources), names
 
+    def kernel_ranges(self) -> Ranges:
+        """What is known at the start of the kernel's body: its sizes are ≥ 0."""
+        return Ranges(naturals=frozenset(index_symbol(cname) for cname in self.size_names.values()))
+
     def size_name(self, symbol) -> str:
         if symbol in self.opaque:
             return self.opaque[symbol]
@@ -265,17 +235,10 @@ class KernelEmitter:
     # -- symbols
     def rename(self, e, env: dict) -> sympy.Expr:
         """A DPS/DPIA size expression with its symbols replaced by C-named symbols."""
-        e = sympy.sympify(e)
-        table = {}
-        for s in e.free_symbols:
-            binding = env.get(s.name)
-            if isinstance(binding, ScalarVariable):
-                table[s] = index_symbol(binding.cname)
-            elif s.name in self.size_names:
-                table[s] = index_symbol(self.size_names[s.name])
-            elif s not in self.opaque:
-                raise CompileError(f"{self.k.name}: the size {s} is not in scope")
-        return e.xreplace(table)
+        try:
+            return paths.rename(e, env, self.size_names)
+        except CompileError as error:
+            raise CompileError(f"{self.k.name}: {error}") from None
 
     def cint(self, e, ranges: Ranges, target: SizeTarget | None = None) -> str:
         simplified = truncating_divisions(simplify_index(e, ranges), ranges)
@@ -320,123 +283,59 @@ class KernelEmitter:
         return e.free_symbols <= natural and _overflow_free(e, self.checked_sizes, ranges)
 
     # -- expressions and acceptors
-    def resolve(self, ph: p.Phrase, offset, env: dict, ranges: Ranges, checks: list):
-        """(binding, offset): the buffer or scalar ``ph`` denotes, Fig. 6's path flattened."""
-        match ph:
-            case p.Ident(name):
-                binding = env[name]
-                if isinstance(binding, Alias):
-                    return self.resolve(binding.phrase, offset, binding.env, ranges, checks)
-                return binding, offset
-            case p.Idx(arr, index, elem, length, checked, loc):
-                i = self.index(index, env, ranges, checks)
-                if checked:
-                    i = self.range_check(i, self.rename(length, env), loc, ranges, checks)
-                return self.resolve(arr, element_offset(i, self.rename(p.elements(elem), env), offset), env,
-                                    ranges, checks)
-            case p.Shift(base, shift):
-                return self.resolve(base, self.rename(shift, env) + offset, env, ranges, checks)
-            case p.Proj(tup, index):
-                binding, at = self.resolve(tup, sympy.Integer(0), env, ranges, checks)
-                assert isinstance(binding, RecordVariable) and at == 0, (ph, binding)
-                component = binding.items[index]
-                if isinstance(component, Alias):
-                    return self.resolve(component.phrase, offset, component.env, ranges, checks)
-                return component, offset
-        raise AssertionError(f"not a location: {ph}")
-
-    def range_check(self, i: sympy.Expr, length: sympy.Expr, loc: Loc | None, ranges: Ranges,
-                    checks: list) -> sympy.Expr:
-        """The check 0 <= i < length that DPS asked for: proven by the range analysis, or
-        written to ``checks``; recorded either way (``range_checks``).  The index to read at."""
-        proof = in_range(simplify_index(i, ranges), length, ranges)
-        if proof is not None:
-            facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
-            self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges), False, facts))
-            return i
-        text = self.cint(i, ranges)
-        if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
-            # evaluated once, for the test and for the read
-            name = self.namer.fresh("index")
-            checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
-            i, text = index_symbol(name), name
-        bound = self.cint(length, ranges)
-        checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
-        self.range_checks.append(RangeCheck(loc, text, bound, True))
-        return i
+    def resolve(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list):
+        """(binding, offset): the buffer or scalar ``ph`` denotes (``dpia.index_paths``), its
+        checks written to ``checks``."""
+        place = paths.resolve(ph, env, ranges, self.size_names)
+        tested = self.write_needs(place.needs, ranges, checks)
+        return place.binding, place.offset.xreplace(tested)
 
     def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
-        match ph:
-            case p.Ident(name) if isinstance(env.get(name), ScalarVariable):
-                self.reads[env[name].cname] = True
-                return index_symbol(env[name].cname)
-            case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
-                return env[name].expr
-            case p.Literal(value):
-                return sympy.Integer(int(value))
-            case p.NatExp(value):
-                return self.rename(value, env)
-            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" as op, args) if _integral(p.data_of(ph)):
-                xs = [self.index(a, env, ranges, checks) for a in args]
-                return {"add": lambda: xs[0] + xs[1], "sub": lambda: xs[0] - xs[1],
-                        "mul": lambda: xs[0] * xs[1], "neg": lambda: -xs[0],
-                        "min": lambda: sympy.Min(*xs), "max": lambda: sympy.Max(*xs)}[op]()
-            case p.ScalarOp("to_Index", (arg,)) if _integral(p.data_of(arg)):
-                return self.index(arg, env, ranges, checks)
-            case p.ScalarOp("floordiv" | "mod" as op, (num, den), _, nonzero) if _integral(p.data_of(num)):
-                # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
-                # remove the division (fsmooth.dps.ranges); the zero test stays unless they prove d ≥ 1.
-                x, d = (self.index(a, env, ranges, checks) for a in (num, den))
-                if not nonzero and not positive(d, ranges):
-                    checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
-                if d.is_zero:  # the check above always fails: sympy's quotient would be zoo
-                    return sympy.Integer(0)
-                return sympy.floor(x / d) if op == "floordiv" else sympy.Mod(x, d)
-        symbol = sympy.Dummy("opaque", integer=True)
-        self.opaque[symbol] = f"({self.exp(ph, env, ranges, checks)})"
-        return symbol
+        """The integer ``ph`` as an index expression (``dpia.index_paths``), its checks written to ``checks``."""
+        value = paths.index(ph, env, ranges, self.size_names)
+        self.write_needs(value.needs, ranges, checks)
+        return value.expr
 
-    def _guarded(self, cond: p.Phrase, env: dict, ranges: Ranges) -> Ranges:
-        """The ranges inside ``if (e < b)``: e's upper bound b - 1, so that a guarded read
-        ``a[e] if e < length(a) else ...`` needs no second, run-time check."""
-        match cond:
-            case p.ScalarOp("lt", (a, b)) if _integral(p.data_of(a)) and all(
-                    self._is_size_arithmetic(x, env) for x in (a, b)):
-                e, bound = (simplify_index(self.index(x, env, ranges, []), ranges) for x in (a, b))
-                return ranges.given(e, bound - 1)
-        return ranges
-
-    def integer_let(self, c: p.Phrase, env: dict) -> bool:
-        """Whether ``c`` is ``new`` of an integer written once, at its start, with index
-        arithmetic (not an ifold's accumulator): ``comm`` keeps such a let symbolic."""
-        match c:
-            case p.New(name, data, p.Seq((p.Assign(p.Ident(target), value), *rest)), None):
-                return (target == name and _integral(data) and self._is_size_arithmetic(value, env)
-                        and not any(_writes(cmd, name) for cmd in rest))
-        return False
-
-    def _is_size_arithmetic(self, ph: p.Phrase, env: dict) -> bool:
-        """Integer arithmetic that ``index`` keeps symbolic (no reads, no calls)."""
-        match ph:
-            case p.Ident(name):
-                return isinstance(env.get(name), (ScalarVariable, SymbolicInteger)) and _integral(p.data_of(ph))
-            case p.Literal(_, data):
-                return _integral(data)
-            case p.NatExp():
-                return True
-            case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" | "floordiv" | "mod" | "to_Index", args):
-                return _integral(p.data_of(ph)) and all(self._is_size_arithmetic(a, env) for a in args)
-        return False
+    def write_needs(self, needs: tuple, ranges: Ranges, checks: list) -> dict:
+        """Write what an index path needs (``dpia.index_paths``), in order: the expressions of its
+        opaque values, its tests into ``checks``; record each check DPS asked for
+        (``range_checks``).  The index each tested place stands on, by its ``tested`` symbol."""
+        tested = {}
+        for need in needs:
+            match need:
+                case paths.Reads(cname):
+                    self.reads[cname] = True
+                case paths.Opaque(symbol, phrase, env):
+                    self.opaque[symbol] = f"({self.exp(phrase, env, ranges, checks)})"
+                case paths.NonzeroDivisor(d):
+                    checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
+                                  f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                case paths.InRange(i, length, loc, proof, None):
+                    facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
+                    self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
+                                                        False, facts))
+                case paths.InRange(i, length, loc, None, symbol):
+                    text = self.cint(i, ranges)
+                    if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
+                        # evaluated once, for the test and for the read
+                        name = self.namer.fresh("index")
+                        checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
+                        i, text = index_symbol(name), name
+                    bound = self.cint(length, ranges)
+                    checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+                    self.range_checks.append(RangeCheck(loc, text, bound, True))
+                    tested[symbol] = i
+        return tested
 
     def lvalue(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
-        binding, offset = self.resolve(ph, sympy.Integer(0), env, ranges, checks)
+        binding, offset = self.resolve(ph, env, ranges, checks)
         if isinstance(binding, ScalarVariable):
             assert offset == 0, (ph, offset)
             return binding.cname
         return f"{binding.cname}[{self.cint(offset, ranges)}]"
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
-        binding, offset = self.resolve(ph, sympy.Integer(0), env, ranges, checks)
+        binding, offset = self.resolve(ph, env, ranges, checks)
         if isinstance(binding, ScalarVariable):
             return f"&{binding.cname}"
         offset = simplify_index(offset, ranges)
@@ -448,11 +347,11 @@ class KernelEmitter:
                 return c_literal(value, s)
             case p.NatExp(value):
                 return self.cint(self.rename(value, env), ranges)
-            case p.ScalarOp(op, args, _, nonzero_divisor):
+            case p.ScalarOp(op, args):
                 texts = [self.exp(a, env, ranges, checks) for a in args]
-                if op in ("floordiv", "mod") and not nonzero_divisor:
+                if paths.divides_unchecked(ph):
                     checks.append(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
-                if op == "trunc_to_Index":
+                if paths.converts_to_index(ph):
                     # the cast is defined only in int64's range: test first (operand evaluated once)
                     if not re.fullmatch(r"[A-Za-z_]\w*", texts[0]):
                         name = self.namer.fresh("converted")
@@ -481,7 +380,7 @@ class KernelEmitter:
                 rhs = self.exp(e, env, ranges, checks)
                 lhs = self.lvalue(acc, env, ranges, checks)
                 return checks + [f"{lhs} = {rhs};"]
-            case p.New(name, _, p.Seq((p.Assign(_, value), *rest)), None) if self.integer_let(c, env):
+            case p.New(name, _, p.Seq((p.Assign(_, value), *rest)), None) if paths.integer_let(c, env):
                 # not stored: its uses see the expression, which the loop ranges can then
                 # simplify (fsmooth.dps.ranges); its checks stay here
                 checks: list = []
@@ -510,7 +409,7 @@ class KernelEmitter:
             case p.IfCmd(cond, then, orelse):
                 checks = []
                 text = self.exp(cond, env, ranges, checks)
-                then_ranges = self._guarded(cond, env, ranges)
+                then_ranges = paths.guarded(cond, env, ranges, self.size_names)
                 lines = checks + [f"if ({strip_parentheses(text)}) {{"] + indent(self.comm(then, env, then_ranges))
                 other = self.comm(orelse, env, ranges)
                 return lines + (["} else {"] + indent(other) + ["}"] if other else ["}"])
@@ -603,12 +502,6 @@ class KernelEmitter:
                                tuple(dict.fromkeys(self.range_checks)))
 
 
-def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) -> sympy.Expr:
-    """The offset of scalar ``inner`` of element ``index`` of an array whose elements hold
-    ``elem_size`` scalars each: Fig. 6's path [index, ...] in a row-major layout."""
-    return index * elem_size + inner
-
-
 def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
     """Whether every operation of ``e`` (over natural numbers), as ``print_size`` writes it,
     stays in int64: the positive terms of a sum (written first) and the magnitude of its negative
@@ -662,36 +555,18 @@ def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
     lo = hi = sympy.Integer(0)
     for term in sympy.Add.make_args(x):
         if any(s in ranges for s in term.free_symbols):
-            bounds = interval(term, ranges)
-            if bounds is None:
+            bounded = bounds(term, ranges)
+            if bounded is None:
                 return False
-            lo, hi = lo + bounds[0], hi + bounds[1]
+            lo, hi = lo + bounded.lo, hi + bounded.hi
         else:
             lo, hi = lo + term, hi + term
-    return natural_nonnegative(lo) and (
-        (hi.is_Integer and hi < 2**63) or any(natural_nonnegative(size - hi) for size in known))
+    return nonnegative(lo, ranges) and (
+        (hi.is_Integer and hi < 2**63) or any(nonnegative(size - hi, ranges) for size in known))
 
 
 def _dims(dims) -> tuple:
     return tuple(_dims(d) if isinstance(d, tuple) else sympy.sympify(d) for d in dims)
-
-
-def _integral(d: p.Data) -> bool:
-    return isinstance(d, p.IdxT) or (isinstance(d, p.Num) and d.scalar in (Index, Card))
-
-
-def _writes(c: p.Phrase, name: str) -> bool:
-    """Whether command ``c`` writes the variable ``name``."""
-    for sub in p.walk(c):
-        match sub:
-            case p.Assign(p.Ident(target)) | p.CallCmd(_, p.Ident(target)) if target == name:
-                return True
-    return False
-
-
-def index_symbol(cname: str) -> sympy.Symbol:
-    """The integer symbol that stands for the C variable ``cname`` in index expressions."""
-    return sympy.Symbol(cname, integer=True)
 
 
 def strip_parentheses(text: str) -> str:

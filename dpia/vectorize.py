@@ -19,9 +19,9 @@ by command, by analysis, before anything is rewritten:
 - any other command runs once per lane (``Lane``), each lane's vector variables its component k
   (``Idx(AsScalar(x), k)``), which is always correct.
 
-Whether a read is contiguous and check-free is the question code generation asks of an index
-path: the pass asks it through ``KernelEmitter.resolve`` (``dpia.emit``, ``dps.ranges``), for every
-lane, in the environment and loop ranges the emitter will have there.
+Whether a read is contiguous and check-free is a question about index paths: the pass asks
+``dpia.index_paths`` (and through it ``dps.ranges``), which code generation prints from, for every
+lane, in the environment and loop ranges code generation will have there.
 """
 from __future__ import annotations
 
@@ -35,12 +35,11 @@ from fsmooth import prims
 from fsmooth.artifact import result_components
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
-from fsmooth.options import Options
 from fsmooth.types import ArrayT, Double, Float, Index
 
+from . import index_paths as paths
 from . import phrases as p
-from .emit import (Alias, BufferVariable, KernelEmitter, RecordVariable, ScalarVariable, SymbolicInteger,
-                   index_symbol)
+from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
 from .hoist_opencl import free_identifiers
 
 if TYPE_CHECKING:
@@ -90,16 +89,18 @@ class Lanes:
 def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     """``planned`` with every ``vectorize(w, ·)`` parfor of its kernels as a ``VectorParFor``."""
     k, plan = planned.kernel, planned.kernels
-    analysis = KernelEmitter(k, planned.symbol, frozenset(), Options())
+    # phrase names stand for C names: each size keeps its own
+    sizes = {s.name: s.name for s in k.sizes}
     env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
                  for name, ty, _ in k.params}
     env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")
             for suffix, _, _ in result_components(k.result, k.result_dims)}
     env |= {name: BufferVariable(name) for name in plan.buffers}
-    walk = _Walk(analysis)
+    walk = _Walk(sizes)
+    start = Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))  # as code generation's
     phases = tuple(dataclasses.replace(
-        phase, body=walk.comm(phase.body, env, Ranges()),
-        tail=None if phase.tail is None else walk.comm(phase.tail, env, Ranges())) for phase in plan.phases)
+        phase, body=walk.comm(phase.body, env, start),
+        tail=None if phase.tail is None else walk.comm(phase.tail, env, start)) for phase in plan.phases)
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
 
 
@@ -108,10 +109,10 @@ class _Walk:
     """The commands of a kernel with their environment and loop ranges as code generation will
     have them (phrase names standing for C names), down to the vectorised parfors."""
 
-    analysis: KernelEmitter
+    sizes: dict  # size symbol -> its name (paths.rename)
 
     def comm(self, c: p.Phrase, env: dict, ranges) -> p.Phrase:
-        a = self.analysis
+        sizes = self.sizes
         match c:
             case p.Seq(cmds):
                 return p.Seq(tuple(self.comm(x, env, ranges) for x in cmds))
@@ -120,23 +121,23 @@ class _Walk:
             case p.ParFor(size, acc, index, out, elem, body):
                 inner = {**env, index: ScalarVariable(index)}
                 inner[out] = Alias(p.Idx(acc, p.Ident(index, p.ExpT(p.IdxT(size))), elem, size), inner)
-                n = a.rename(size, env)
+                n = paths.rename(size, env, sizes)
                 return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
             case p.For(count, index, body):
-                n = a.index(count, env, ranges, [])
+                n = paths.index(count, env, ranges, sizes).expr
                 inner = {**env, index: ScalarVariable(index)}
                 return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
-            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if a.integer_let(c, env):
-                inner = {**env, name: SymbolicInteger(a.index(value, env, ranges, []))}
+            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if paths.integer_let(c, env):
+                inner = {**env, name: SymbolicInteger(paths.index(value, env, ranges, sizes).expr)}
                 return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
             case p.New(name, data, body):
                 binding = ScalarVariable(name) if isinstance(data, p.Num) else BufferVariable(name)
                 return dataclasses.replace(c, body=self.comm(body, {**env, name: binding}, ranges))
             case p.IfCmd(cond, then, orelse):
-                return dataclasses.replace(c, then=self.comm(then, env, a._guarded(cond, env, ranges)),
+                return dataclasses.replace(c, then=self.comm(then, env, paths.guarded(cond, env, ranges, sizes)),
                                            orelse=self.comm(orelse, env, ranges))
             case p.DoubleBuffer(count, _, _, index, state, out, data, body, after):
-                n = a.index(count, env, ranges, [])
+                n = paths.index(count, env, ranges, sizes).expr
                 inner = {**env, index: ScalarVariable(index), state: _buffers(state, data),
                          out: _buffers(out, data)}
                 return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)),
@@ -154,10 +155,10 @@ class _Walk:
         inner = {**env, c.index: ScalarVariable(c.index)}
         out_phrase = p.Idx(c.acc, p.Ident(c.index, p.ExpT(p.IdxT(c.size))), c.elem, c.size)
         inner[c.out] = Alias(out_phrase, inner)
-        n = self.analysis.rename(c.size, env)
+        n = paths.rename(c.size, env, self.sizes)
         # the first lane's index: the last lane's is at most n - 1
         vector_ranges = ranges.inside(index_symbol(c.index), n - w)
-        body = _VectorBody(self.analysis, Lanes(c.index, w, c.out, out_phrase), frozenset())
+        body = _VectorBody(self.sizes, Lanes(c.index, w, c.out, out_phrase), frozenset())
         scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
         remainder = scalar if sympy.Mod(n, w) != 0 else None
         return p.VectorParFor(c.size, c.acc, c.index, c.out, c.elem, w, body.comm(c.body, inner, vector_ranges),
@@ -180,40 +181,40 @@ def _buffers(name: str, data: p.Data, path: tuple = ()):
 class _VectorBody:
     """The body of one vectorised parfor; ``vectors``: its private scalars that became vectors."""
 
-    analysis: KernelEmitter
+    sizes: dict  # size symbol -> its name (paths.rename)
     lanes: Lanes
     vectors: frozenset
 
     def comm(self, c: p.Phrase, env: dict, ranges) -> p.Phrase:
-        a, w = self.analysis, self.lanes.width
+        sizes, w = self.sizes, self.lanes.width
         match c:
             case p.Skip():
                 return c
             case p.Seq(cmds):
                 return p.Seq(tuple(self.comm(x, env, ranges) for x in cmds))
-            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if a.integer_let(c, env):
+            case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if paths.integer_let(c, env):
                 # symbolic: an index of the first lane, which each lane shifts (Lanes.env)
-                inner = {**env, name: SymbolicInteger(a.index(value, env, ranges, []))}
+                inner = {**env, name: SymbolicInteger(paths.index(value, env, ranges, sizes).expr)}
                 return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
             case p.New(name, p.Num(scalar), body, None) if scalar in VECTOR_SCALARS:
                 inner = dataclasses.replace(self, vectors=self.vectors | {name})
                 return dataclasses.replace(c, data=p.Vec(scalar, w),
                                            body=inner.comm(body, {**env, name: ScalarVariable(name)}, ranges))
             case p.For(count, index, body) if not self._varying(count, env):
-                n = a.index(count, env, ranges, [])
+                n = paths.index(count, env, ranges, sizes).expr
                 inner = {**env, index: ScalarVariable(index)}
                 return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
             case p.IfCmd(cond, then, orelse) if not self._varying(cond, env):
-                return dataclasses.replace(c, then=self.comm(then, env, a._guarded(cond, env, ranges)),
+                return dataclasses.replace(c, then=self.comm(then, env, paths.guarded(cond, env, ranges, sizes)),
                                            orelse=self.comm(orelse, env, ranges))
             case p.IfCmd(cond, then) if not self._varying(cond, env, through_index=False):
                 # the condition varies with the element's index only: where it holds for every
                 # lane (the bulk of a guarded loop) the lanes run the branch together
                 lane_envs = [self.lanes.env(env, k) for k in range(w)]
-                if all(_check_free(a.exp, cond, lane, ranges) for lane in lane_envs):
+                if not any(paths.expression_needs_a_test(cond, lane, ranges, sizes) for lane in lane_envs):
                     inside = ranges
                     for lane in lane_envs:
-                        inside = a._guarded(cond, lane, inside)
+                        inside = paths.guarded(cond, lane, inside, sizes)
                     return p.IfCmd(p.AllLanes(cond, p.data_of(cond)), self.comm(then, env, inside), self._by_lane(c))
             case p.Assign(acc, e):
                 value, target = self._vector_exp(e, env, ranges), self._vector_target(acc, env, ranges)
@@ -244,9 +245,9 @@ class _VectorBody:
 
     def _vector_exp(self, e: p.Phrase, env: dict, ranges) -> p.Phrase | None:
         """``e`` as a vector of its lanes' values, or None where the lanes cannot compute it together."""
-        a, w = self.analysis, self.lanes.width
+        w = self.lanes.width
         if not self._varying(e, env):
-            if not _check_free(a.exp, e, env, ranges):
+            if paths.expression_needs_a_test(e, env, ranges, self.sizes):
                 return None
             return p.Broadcast(e, p.Vec(p.data_of(e).scalar, w))
         match e:
@@ -277,22 +278,13 @@ class _VectorBody:
     def _contiguous(self, ph: p.Phrase, env: dict, ranges) -> bool:
         """Whether the lanes' elements of ``ph`` are consecutive elements of one buffer, lane k's
         k after the first's, and none needs a run-time check."""
-        places = []
-        for k in range(self.lanes.width):
-            checks: list = []
-            places.append(self.analysis.resolve(ph, sympy.Integer(0), self.lanes.env(env, k), ranges, checks))
-            if checks:
-                return False
-        base, offset = places[0]
-        return isinstance(base, BufferVariable) and all(
-            b == base and sympy.expand(o - offset) == k for k, (b, o) in enumerate(places))
-
-
-def _check_free(write, ph: p.Phrase, env: dict, ranges) -> bool:
-    """Whether ``write(ph, env, ranges, checks)`` (code generation of ``ph``) needs no run-time check."""
-    checks: list = []
-    write(ph, env, ranges, checks)
-    return not checks
+        places = [paths.resolve(ph, self.lanes.env(env, k), ranges, self.sizes) for k in range(self.lanes.width)]
+        if any(paths.needs_a_test(place.needs, ranges, self.sizes) for place in places):
+            return False
+        first = places[0]
+        return isinstance(first.binding, BufferVariable) and all(
+            place.binding == first.binding and sympy.expand(place.offset - first.offset) == k
+            for k, place in enumerate(places))
 
 
 def _lane_of_vectors(c: p.Phrase, vectors: frozenset, k: int, width: int) -> p.Phrase:

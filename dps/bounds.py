@@ -24,7 +24,7 @@ from fsmooth.types import ArrayT
 from fsmooth import core
 
 from . import ir
-from .ranges import Ranges, extremes, tighten
+from .ranges import Ranges, bounds, tighten
 
 
 class Bounds:
@@ -114,9 +114,10 @@ class Bounds:
     # ------------------------------------------------------------------ helpers
 
     def range(self, index: sympy.Expr):
-        """(min, max) of an index over the enclosing loops (``ranges.extremes``), or None."""
+        """(min, max) of an index over the enclosing loops, attained (``ranges.bounds``, exact), or None."""
         domain = self.domain()
-        return None if domain is None else extremes(index, domain[0])
+        extent = None if domain is None else bounds(index, domain[0])
+        return (extent.lo, extent.hi) if extent is not None and extent.exact else None
 
     def domain(self):
         """The iterations that reach the current point: ``tighten`` of the enclosing loops."""

@@ -14,13 +14,15 @@ variable: ``for j < i``, an ``ifold`` counted by an index), and the upper bounds
   ``m·floor(k/m) + Mod(k, m)`` is ``k``), whether a divisor is nonzero (``positive``) and whether
   a ``/`` or ``%`` may be C's own (``truncating_divisions``).
 
-The bounding of an expression is one family of functions over ``Ranges``: ``extreme`` (exact
-extremes of expressions monotone in each loop variable, as DPS needs them to state size
-constraints) and ``interval`` (interval bounds of affine expressions and of quotients and
-remainders, as code generation needs them).  Nonnegativity is proven under the symbols' own
-assumptions (``nonnegative``: DPS, where an integer parameter may be negative) or with every
-symbol a natural number (``natural_nonnegative``: code generation, which runs after the size
-checks, inside loops whose variables count up from 0).
+One function bounds an expression over ``Ranges`` (``bounds``): exactly where the expression is
+monotone in each loop variable over its range (the attained extremes, which DPS needs to state a
+size constraint that holds iff the reads are in range), with affine (interval) reasoning
+otherwise, also over quotients and remainders; the result says which (``Bounds.exact``).  One test
+says that an expression is nonnegative (``nonnegative``): every symbol counts as an integer of
+unknown sign unless its assumptions, the ranges' ``naturals`` (the sizes of the kernel, as code
+generation names them) or its loop range say that it is ≥ 0, so a value read from an array (a
+scalar variable, or code generation's placeholder for an expression it cannot see into) is never
+taken to be nonnegative.
 """
 from __future__ import annotations
 
@@ -36,20 +38,22 @@ from fsmooth.shape.size_printer import NonnegativeMod, NonnegativeQuotient
 class Ranges:
     """What is known at a point: ``loops``, (variable, lo, hi) per enclosing loop, outermost
     first, inclusive bounds in sizes and enclosing loop variables; ``facts``, (e, hi) for each
-    enclosing ``if`` that says e ≤ hi."""
+    enclosing ``if`` that says e ≤ hi; ``naturals``, the symbols known to be ≥ 0 beyond their
+    own assumptions (code generation's names of the sizes)."""
 
     loops: tuple = ()
     facts: tuple = ()
+    naturals: frozenset = frozenset()
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
         """The ranges inside a loop of ``variable`` over lo .. hi."""
-        return Ranges(self.loops + ((variable, lo, hi),), self.facts)
+        return Ranges(self.loops + ((variable, lo, hi),), self.facts, self.naturals)
 
     def given(self, e: sympy.Expr, hi: sympy.Expr) -> Ranges:
         """The ranges inside ``if (e ≤ hi)``: a fact about e, unless e is a loop variable (whose
         own range is kept) or an enclosing ``if`` already bounds it."""
         e = sympy.expand(e)
-        return self if e in self else Ranges(self.loops, self.facts + ((e, hi),))
+        return self if e in self else Ranges(self.loops, self.facts + ((e, hi),), self.naturals)
 
     def bounds_of(self, e: sympy.Expr):
         """(lo, hi) of a loop variable, (None, hi) of an expression an ``if`` bounds, else None."""
@@ -66,7 +70,7 @@ class Ranges:
 
     def prefix(self, k: int) -> Ranges:
         """The ranges of the k outermost loops (nested ranges only)."""
-        return Ranges(self.loops[:k])
+        return Ranges(self.loops[:k], (), self.naturals)
 
     def facts_about(self, e: sympy.Expr) -> tuple:
         """The loops and ``if`` facts that mention a symbol of ``e``, or of their own bounds, as
@@ -112,22 +116,49 @@ def tighten(ranges: Ranges):
             return None
         if a == 1:  # t + rest ≥ 1
             bound = sympy.expand(1 - rest)
-            if nonnegative(bound - t_lo):
+            if nonnegative(bound - t_lo, ranges):
                 t_lo = bound
-            elif not nonnegative(t_lo - bound):
+            elif not nonnegative(t_lo - bound, ranges):
                 return None
         else:  # rest - t ≥ 1
             bound = sympy.expand(rest - 1)
-            if nonnegative(t_hi - bound):
+            if nonnegative(t_hi - bound, ranges):
                 t_hi = bound
-            elif not nonnegative(bound - t_hi):
+            elif not nonnegative(bound - t_hi, ranges):
                 return None
         loops[j] = (t, t_lo, t_hi)
-    return Ranges(tuple(loops)), tuple(reversed(counts))
+    return Ranges(tuple(loops), (), ranges.naturals), tuple(reversed(counts))
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Inclusive bounds of an expression over every point that ranges reach: attained there
+    where ``exact`` (so 0 ≤ lo and hi < length hold iff every read is in range), except that a
+    remainder by a constant c whose dividend may wrap around is bounded by 0 .. c - 1 even where
+    the dividend spans fewer than c values."""
+
+    lo: sympy.Expr
+    hi: sympy.Expr
+    exact: bool
+
+
+def bounds(e: sympy.Expr, ranges: Ranges) -> Bounds | None:
+    """The bounds of ``e`` over the ranges, or None where a variable of ``e`` is unbounded: the
+    attained extremes where ``e`` is monotone in each loop variable over the nested loops
+    (``tighten``: the iterations that reach the point), which are the tightest there are; else
+    affine bounds (``_interval``).  The ``if`` facts are not used here (``in_range`` uses them)."""
+    e = sympy.sympify(e)
+    domain = tighten(Ranges(ranges.loops, (), ranges.naturals))
+    if domain is not None:
+        exact = _extremes(e, domain[0])
+        if exact is not None:
+            return Bounds(exact[0], exact[1], True)
+    affine = _interval(e, ranges)
+    return None if affine is None else Bounds(affine[0], affine[1], False)
 
 
 @lru_cache(maxsize=4096)
-def extreme(f: sympy.Expr, maximise: bool, ranges: Ranges):
+def _extreme(f: sympy.Expr, maximise: bool, ranges: Ranges):
     """The maximum (or minimum) of ``f`` over nested ``tighten``ed ranges, attained, in sizes;
     None if not found.  Variables are eliminated innermost first: where ``f`` is monotone in
     one over its range (``direction``), its maximising end is substituted."""
@@ -142,20 +173,20 @@ def extreme(f: sympy.Expr, maximise: bool, ranges: Ranges):
     return f
 
 
-def extremes(index: sympy.Expr, ranges: Ranges):
-    """(min, max) of an index over nested ``tighten``ed ranges, or None: a polynomial in the loop
-    variables (with floor divisions by positive constants) that is monotone in each of them
-    over its range (``extreme``), and a nonnegative such index modulo a positive constant
+def _extremes(index: sympy.Expr, ranges: Ranges):
+    """(min, max) of an index over nested ``tighten``ed ranges, attained, or None: a polynomial in
+    the loop variables (with floor divisions by positive constants) that is monotone in each of
+    them over its range (``_extreme``), and a nonnegative such index modulo a positive constant
     (``a[(i + 1) % 3]``)."""
     if isinstance(index, sympy.Mod) and index.args[1].is_Integer and index.args[1] > 0:
-        inner = extremes(index.args[0], ranges)
-        if inner is None or not inner[0].is_nonnegative:
+        inner = _extremes(index.args[0], ranges)
+        if inner is None or not nonnegative(inner[0], ranges):
             return None
         lo, hi = inner
-        if (hi - index.args[1]).is_negative:
+        if nonnegative(index.args[1] - 1 - hi, ranges):
             return lo, hi  # never wraps around
         return sympy.Integer(0), index.args[1] - 1
-    lo, hi = extreme(index, False, ranges), extreme(index, True, ranges)
+    lo, hi = _extreme(index, False, ranges), _extreme(index, True, ranges)
     if lo is None or hi is None:
         return None
     return sympy.expand(lo), sympy.expand(hi)
@@ -171,7 +202,7 @@ def direction(f: sympy.Expr, s: sympy.Symbol, ranges: Ranges):
         return None
     if not any(r[0] in proxy.free_symbols for r in ranges.loops):
         for sign in (1, -1):
-            if nonnegative(sign * proxy):
+            if nonnegative(sign * proxy, ranges):
                 return sign
         return None
     _, lo, hi = ranges.loops[-1]
@@ -180,8 +211,8 @@ def direction(f: sympy.Expr, s: sympy.Symbol, ranges: Ranges):
         return None
     inner, counts = domain
     for sign in (1, -1):
-        m = extreme(sympy.expand(sign * proxy), False, inner)
-        if m is not None and nonnegative(m, counts):
+        m = _extreme(sympy.expand(sign * proxy), False, inner)
+        if m is not None and nonnegative(m, inner, counts):
             return sign
     return None
 
@@ -209,13 +240,16 @@ def _difference(f: sympy.Expr, s: sympy.Symbol):
     return sympy.expand(c * (inner.xreplace({s: s + 1}) - inner))
 
 
-def nonnegative(e: sympy.Expr, counts: tuple = ()) -> bool:
-    """``e`` ≥ 0 under its symbols' assumptions (sizes and loop variables nonnegative integers)
-    with every count ≥ 1: a count ``x + b`` in one size x raises x's lower bound to 1 - b; a
-    constant count < 1 means that there is nothing to prove."""
-    e = sympy.sympify(e)
-    if e.is_nonnegative:
-        return True
+def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) -> bool:
+    """``e`` ≥ 0 for all integer values of its symbols where each symbol known to be ≥ 0 is so
+    (``naturals``) and every count is ≥ 1.  A symbol is known to be ≥ 0 by its assumptions (the
+    sizes of DPS), as one of ``ranges.naturals``, or as a loop variable whose lower bound is; any
+    other symbol (a value read from an array, a parameter of type Index) may be negative.  A
+    count ``x + b`` in one size x raises x's lower bound to 1 - b; a constant count < 1 means
+    that there is nothing to prove.  -c·Min(a, b) ≥ -c·a: the bound that a guard like
+    ``k < min(length x, length y)`` gives."""
+    e = sympy.expand(e)
+    known = naturals(e.free_symbols, ranges)
     least = {}
     for c in counts:
         if c.is_Integer:
@@ -228,11 +262,28 @@ def nonnegative(e: sympy.Expr, counts: tuple = ()) -> bool:
         (x,) = syms
         if c.coeff(x) != 1 or not (c - x).is_Integer:
             continue
-        least[x] = max(least.get(x, 0), int(1 - (c - x)))
-    if not least:
-        return False
-    shifted = sympy.expand(e.xreplace({x: x + b for x, b in least.items() if b > 0}))
-    return shifted.is_nonnegative is True
+        least[x] = max(least.get(x, 0 if x in known else 1 - (c - x)), int(1 - (c - x)))
+    # x = x' + least with x' ≥ 0
+    shifted = sympy.expand(e.xreplace({x: x + b for x, b in least.items() if b != 0}))
+    table = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in known | set(least)}
+    if shifted.xreplace(table).is_nonnegative:
+        return True
+    return any(e.coeff(m).is_negative and any(nonnegative(e.subs(m, a), ranges, counts) for a in m.args)
+               for m in e.atoms(sympy.Min))
+
+
+def naturals(symbols, ranges: Ranges) -> set:
+    """Those of ``symbols`` known to be ≥ 0: by assumption, as ``ranges.naturals``, or as loop
+    variables whose lower bound is ≥ 0 (their loops count up from it)."""
+    known = set()
+    for s in symbols:
+        if s.is_nonnegative or s in ranges.naturals:
+            known.add(s)
+            continue
+        for k, (variable, lo, _) in enumerate(ranges.loops):
+            if variable == s and nonnegative(lo, ranges.prefix(k)):
+                known.add(s)
+    return known
 
 
 # ---------------------------------------------------------------------- intervals (code generation)
@@ -251,20 +302,20 @@ class Proof:
 def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
     """The proof that 0 ≤ e < length for every value of the loop variables in their ranges (and
     the guards of the enclosing ``if``s), or None."""
-    bounds = interval(e, ranges)
-    if bounds is None:
+    extent = bounds(e, ranges)
+    if extent is None:
         return None
-    highs = [bounds[1]]
+    highs = [extent.hi]
     fact = ranges.bounds_of(sympy.expand(e))
     if fact is not None and fact[0] is None:
         highs.append(fact[1])
-    if not natural_nonnegative(bounds[0]):
+    if not nonnegative(extent.lo, ranges):
         return None
-    high = next((hi for hi in highs if natural_nonnegative(length - 1 - hi)), None)
-    return None if high is None else Proof(bounds[0], high, ranges.facts_about(e))
+    high = next((hi for hi in highs if nonnegative(length - 1 - hi, ranges)), None)
+    return None if high is None else Proof(extent.lo, high, ranges.facts_about(e))
 
 
-def interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):
+def _interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):
     """Inclusive bounds of ``e`` over the ranges: affine in the loop variables, or in quotients
     and remainders of them by a positive divisor; None where a variable is unbounded.  A loop
     bound may be an expression of an enclosing loop variable (``for j < i``, an ifold counted by
@@ -278,10 +329,10 @@ def interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):
         if not any(t in ranges for t in sympy.sympify(r[0]).free_symbols | sympy.sympify(r[1]).free_symbols):
             continue
         c = e.coeff(s)
-        if any(t in ranges for t in c.free_symbols) or not (natural_nonnegative(c) or natural_nonnegative(-c)):
+        if any(t in ranges for t in c.free_symbols) or not (nonnegative(c, ranges) or nonnegative(-c, ranges)):
             continue
-        low, high = (r[0], r[1]) if natural_nonnegative(c) else (r[1], r[0])
-        lower, upper = interval(e.subs(s, low), ranges, depth + 1), interval(e.subs(s, high), ranges, depth + 1)
+        low, high = (r[0], r[1]) if nonnegative(c, ranges) else (r[1], r[0])
+        lower, upper = _interval(e.subs(s, low), ranges, depth + 1), _interval(e.subs(s, high), ranges, depth + 1)
         if lower is None or upper is None:
             return None
         return lower[0], upper[1]
@@ -289,7 +340,7 @@ def interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):
     if lo is None:
         return None
     if depth < 8 and any(s in ranges for s in (lo.free_symbols | hi.free_symbols)):
-        outer_lo, outer_hi = interval(lo, ranges, depth + 1), interval(hi, ranges, depth + 1)
+        outer_lo, outer_hi = _interval(lo, ranges, depth + 1), _interval(hi, ranges, depth + 1)
         if outer_lo is None or outer_hi is None:
             return None
         lo, hi = outer_lo[0], outer_hi[1]
@@ -303,10 +354,10 @@ def _affine_interval(e: sympy.Expr, ranges: Ranges):
         if rest == 1:
             lo, hi = lo + coeff, hi + coeff
             continue
-        bounds = ranges.bounds_of(rest) or _division_interval(rest, ranges) or _scaled_interval(rest, ranges)
-        if bounds is None or bounds[0] is None:
+        extent = ranges.bounds_of(rest) or _division_interval(rest, ranges) or _scaled_interval(rest, ranges)
+        if extent is None or extent[0] is None:
             return None, None
-        r_lo, r_hi = bounds
+        r_lo, r_hi = extent
         if coeff >= 0:
             lo, hi = lo + coeff * r_lo, hi + coeff * r_hi
         else:
@@ -321,7 +372,7 @@ def _scaled_interval(e: sympy.Expr, ranges: Ranges):
     if len(ranged) != 1:
         return None
     scale = sympy.cancel(e / ranged[0])
-    if any(s in ranges for s in scale.free_symbols) or not natural_nonnegative(scale):
+    if any(s in ranges for s in scale.free_symbols) or not nonnegative(scale, ranges):
         return None
     lo, hi = ranges.bounds_of(ranged[0])
     return lo * scale, hi * scale
@@ -335,17 +386,20 @@ def _division_interval(e: sympy.Expr, ranges: Ranges):
             return (sympy.Integer(0), d - 1) if positive(d, ranges) else None
         case sympy.floor():
             num, d = sympy.fraction(sympy.together(e.args[0]))
-            bounds = interval(num, ranges)
-            if d == 1 or bounds is None or not positive(d, ranges) or not natural_nonnegative(bounds[0]):
+            extent = bounds(num, ranges)
+            if d == 1 or extent is None or not positive(d, ranges) or not nonnegative(extent.lo, ranges):
                 return None
-            hi = simplify_index(sympy.floor(bounds[1] / d), ranges)
-            return sympy.Integer(0), (bounds[1] if hi.has(sympy.floor) else hi)
+            hi = simplify_index(sympy.floor(extent.hi / d), ranges)
+            return sympy.Integer(0), (extent.hi if hi.has(sympy.floor) else hi)
     return None
 
 
 def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
-    ``for k < d·q`` the loop runs, so d·q ≥ 1, and d, q are nonnegative integers)."""
+    ``for k < d·q`` the loop runs, so d·q ≥ 1, and with q ≥ 0 an integer, q ≥ 1 and d ≥ 1).  A
+    value that code generation cannot see into is a fresh placeholder symbol, a factor of no
+    trip count, and a value read into a variable is not known to be ≥ 0 (``nonnegative``): so no
+    divisor read from an array is called nonzero unless the loop it counts proves it."""
     d = sympy.sympify(d)
     if d.is_Integer:
         return d >= 1
@@ -353,20 +407,9 @@ def positive(d: sympy.Expr, ranges: Ranges) -> bool:
         if lo != 0:
             continue
         q = sympy.cancel(sympy.expand(hi + 1) / d)
-        if sympy.fraction(q)[1] == 1 and natural_nonnegative(q) and natural_nonnegative(d):
+        if sympy.fraction(q)[1] == 1 and q.is_polynomial() and nonnegative(q, ranges):
             return True
     return False
-
-
-def natural_nonnegative(e: sympy.Expr) -> bool:
-    """True if ``e`` ≥ 0 whenever its symbols (sizes, loop variables) are nonnegative integers."""
-    e = sympy.expand(e)
-    nonneg = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in e.free_symbols}
-    if e.xreplace(nonneg).is_nonnegative:
-        return True
-    # -c·Min(a, b) ≥ -c·a and ≥ -c·b: the bound a guard like ``k < min(length x, length y)`` gives
-    return any(e.coeff(m).is_negative and any(natural_nonnegative(e.subs(m, a)) for a in m.args)
-               for m in e.atoms(sympy.Min))
 
 
 # ---------------------------------------------------------------------- what the ranges decide about an index
@@ -421,11 +464,11 @@ def _split(arg: sympy.Expr, ranges: Ranges):
             quotient += q
         else:
             remainder += term
-    bounds = interval(remainder, ranges)
-    if bounds is None:
+    extent = bounds(remainder, ranges)
+    if extent is None:
         return None
-    lo, hi = bounds
-    if natural_nonnegative(lo) and natural_nonnegative(den - 1 - hi):
+    lo, hi = extent.lo, extent.hi
+    if nonnegative(lo, ranges) and nonnegative(den - 1 - hi, ranges):
         return quotient, remainder / den
     if lo == hi == -1 and positive(den, ranges):
         return quotient - 1, (remainder + den) / den
@@ -435,8 +478,8 @@ def _split(arg: sympy.Expr, ranges: Ranges):
 def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
     def nonnegative_operand(a):
-        bounds = interval(a, ranges)
-        return bounds is not None and natural_nonnegative(bounds[0])
+        extent = bounds(a, ranges)
+        return extent is not None and nonnegative(extent.lo, ranges)
 
     def modulo(a, d):
         return NonnegativeMod(a, d) if nonnegative_operand(a) and positive(d, ranges) else sympy.Mod(a, d)

@@ -86,11 +86,11 @@ class _KernelTranslator:
                 va = self.value(a)
                 return None if va is None else -va
             case core.PrimApp("mod", (a, core.Lit(int() as m))) if m > 0:
-                # Python's % by a positive constant is sympy's Mod: ranges.extremes knows its range.
+                # Python's % by a positive constant is sympy's Mod: ranges.bounds knows its range.
                 va = self.value(a)
                 return None if va is None else sympy.Mod(va, m)
             case core.PrimApp("floordiv", (a, core.Lit(int() as m))) if m > 0:
-                # Python's // by a positive constant: ranges.extremes bounds such polynomials.
+                # Python's // by a positive constant: ranges.bounds bounds such polynomials exactly.
                 va = self.value(a)
                 return None if va is None else sympy.floor(va / m)
             case core.PrimApp("to_Index", (a,)):

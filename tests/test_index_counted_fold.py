@@ -12,7 +12,7 @@ import sympy
 
 import fsmooth as fs
 from corpus import triangular
-from fsmooth.dps.ranges import Ranges, extreme, in_range, tighten
+from fsmooth.dps.ranges import Ranges, bounds, in_range, tighten
 from fsmooth import Array, Double, Index, build, ifold, length
 from fsmooth.shape.sizes import size_symbol
 from test_corpus import DOUBLE
@@ -151,10 +151,10 @@ def test_nested_ranges_of_the_bounds_analysis():
     ranges5, counts5 = tighten(Ranges().inside(i, n - 1).inside(j, i - 6))
     assert ranges5.loops[0] == (i, 6, n - 1) and counts5 == (n - 6,)
     index = n + sympy.floor(j * (2 * n - j - 1) / 2) + (i - j - 1)
-    top = extreme(index, True, ranges)
-    assert all(top.subs(n, v) == v * (v + 1) // 2 - 1 for v in range(2, 40))
-    assert extreme(index, False, ranges) == n
-    assert extreme((j - 2) ** 2, True, ranges) is None  # not monotone in j: no bound
+    extent = bounds(index, ranges)
+    assert extent.exact and all(extent.hi.subs(n, v) == v * (v + 1) // 2 - 1 for v in range(2, 40))
+    assert extent.lo == n
+    assert bounds((j - 2) ** 2, ranges) is None  # not monotone in j, not affine: no bound
 
 
 def test_dpia_ranges_bound_a_loop_bound_of_an_enclosing_variable():

@@ -4,18 +4,21 @@ kernel (``KernelInterface.range_checks``) says which, with the proof's facts."""
 from __future__ import annotations
 
 import importlib
+import itertools
 import pathlib
 import re
 
 import numpy as np
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fsmooth as fs
 from fsmooth import Array, Double, Index, build, length
 from fsmooth.driver import run_pipeline
 from fsmooth.dps import ir as d
-from fsmooth.dps.ranges import Ranges, in_range, interval
+from fsmooth.dps.ranges import Bounds, Ranges, bounds, in_range, nonnegative, positive
 
 CORPUS = sorted(p.stem for p in (pathlib.Path(__file__).parent / "corpus").glob("*.py") if p.name != "__init__.py")
 
@@ -90,7 +93,8 @@ def test_ranges_and_proofs():
     n, m = sympy.symbols("n m", integer=True, nonnegative=True)
     i, j, e = sympy.symbols("i j e", integer=True)
     ranges = Ranges().inside(i, n - 1).inside(j, i - 1)
-    assert interval(i + j, ranges) == (0, 2 * n - 3)
+    # exact: j < i makes the inner loop run only for i ≥ 1
+    assert bounds(i + j, ranges) == Bounds(1, 2 * n - 3, True)
     assert ranges.given(i, m) == ranges  # a loop variable keeps its own range
     guarded = ranges.given(e, m - 1)
     assert guarded.bounds_of(e) == (None, m - 1) and guarded.given(e, 0) == guarded
@@ -98,3 +102,129 @@ def test_ranges_and_proofs():
     assert proof is not None and proof.low == 0
     assert proof.facts == ("0 <= i <= n - 1", "0 <= j <= i - 1")
     assert in_range(j, n - 2, ranges) is None
+
+
+@fs.kernel
+def divide_by_read(at: Array[Index]) -> Array[Index]:
+    return build(length(at), lambda i: i // at[0])
+
+
+def test_a_divisor_read_from_an_array_is_never_proven_nonzero():
+    x = sympy.Symbol("x", integer=True)  # a value read into a variable: its sign is unknown
+    opaque = sympy.Dummy("opaque", integer=True)  # code generation's placeholder for a read
+    k, n = sympy.Symbol("k", integer=True), sympy.Symbol("n", integer=True)
+    sizes = Ranges(naturals=frozenset({n}))
+    for divisor in (x, opaque):
+        assert not positive(divisor, sizes.inside(k, n - 1))
+        # inside `for k < divisor·y`, divisor·y ≥ 1 does not make divisor ≥ 1 where y may be negative
+        assert not positive(divisor, sizes.inside(k, divisor * x - 1))
+        assert not nonnegative(divisor, sizes)
+    # inside `for k < x·n` with n a size, x·n ≥ 1 and n ≥ 0: x ≥ 1
+    assert positive(x, sizes.inside(k, x * n - 1)) and positive(x, sizes.inside(k, x - 1))
+    assert "== 0) {" in divide_by_read.c_source()
+    np.testing.assert_array_equal(divide_by_read(np.array([2, 5, 7])), [0, 0, 1])
+    with pytest.raises(ZeroDivisionError):
+        divide_by_read(np.array([0, 1]))
+    with pytest.raises(ZeroDivisionError):
+        divide_by_read.reference(np.array([0, 1]))
+
+
+# ----------------------------------------------------------------------------- soundness, by enumeration
+
+_N, _M = sympy.symbols("n m", integer=True)  # sizes, as code generation names them: ≥ 0 by ``naturals``
+_X = sympy.Symbol("x", integer=True)  # a value read from an array: any sign
+_LOOPS = sympy.symbols("i j k", integer=True)
+_SIZES = range(0, 4)
+_DATA = range(-2, 3)
+
+
+@st.composite
+def _ranges(draw):
+    """Up to three nested loops, each bound a size, a constant or an expression of an outer loop
+    variable (``for j < i``, ``for j < i - 2``, ``for j < n - i``)."""
+    ranges = Ranges(naturals=frozenset({_N, _M}))
+    for depth in range(draw(st.integers(1, 3))):
+        outer = _LOOPS[:depth]
+        choices = [_N - 1, _M - 1, sympy.Integer(2), _N * _M - 1]
+        choices += [t - c for t in outer for c in (1, 2)] + [_N - t - 1 for t in outer]
+        ranges = ranges.inside(_LOOPS[depth], draw(st.sampled_from(choices)))
+    return ranges
+
+
+@st.composite
+def _expressions(draw, ranges):
+    """An affine or polynomial index over the loops' variables, the sizes and a data value, maybe
+    divided (floor or remainder) by a constant or a size."""
+    atoms = [r[0] for r in ranges.loops] + [_N, _M, _X, sympy.Integer(1)]
+    terms = []
+    for _ in range(draw(st.integers(1, 4))):
+        factors = draw(st.lists(st.sampled_from(atoms), min_size=1, max_size=2))
+        terms.append(draw(st.integers(-3, 3)) * sympy.Mul(*factors))
+    e = sympy.Add(*terms)
+    match draw(st.sampled_from(["plain", "floor", "mod", "floor by size", "mod by size"])):
+        case "floor":
+            e = sympy.floor(e / draw(st.integers(1, 4)))
+        case "mod":
+            e = sympy.Mod(e, draw(st.integers(1, 4)))
+        case "floor by size":
+            e = sympy.floor(e / _M)
+        case "mod by size":
+            e = sympy.Mod(e, _M)
+    return e
+
+
+def _points(ranges):
+    """Every (sizes and data, loop variables) assignment that reaches the point inside the ranges."""
+    for n, m, x in itertools.product(_SIZES, _SIZES, _DATA):
+        outer = {_N: sympy.Integer(n), _M: sympy.Integer(m), _X: sympy.Integer(x)}
+        yield outer, list(_reach(ranges.loops, dict(outer)))
+
+
+def _reach(loops, at):
+    if not loops:
+        yield at
+        return
+    (variable, lo, hi), *inner = loops
+    for v in range(int(sympy.sympify(lo).xreplace(at)), int(sympy.sympify(hi).xreplace(at)) + 1):
+        yield from _reach(inner, {**at, variable: sympy.Integer(v)})
+
+
+def _value(e, at):
+    try:
+        value = sympy.sympify(e).xreplace(at)
+    except ZeroDivisionError:  # Mod(e, 0)
+        return None
+    return None if value.has(sympy.zoo, sympy.nan) or not value.is_Integer else int(value)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_every_bound_holds_at_every_point(data):
+    ranges = data.draw(_ranges())
+    e = data.draw(_expressions(ranges))
+    extent = bounds(e, ranges)
+    if extent is None:
+        return
+    for sizes, points in _points(ranges):
+        values = [_value(e, at) for at in points]
+        if any(v is None for v in values):  # a division by a size 0: the kernel never gets there
+            continue
+        for at, v in zip(points, values):
+            assert _value(extent.lo, at) <= v <= _value(extent.hi, at), (e, ranges, extent, at)
+        if extent.exact and values and not e.has(sympy.Mod):
+            # attained: the lowest and highest value reached (a remainder that may wrap around is
+            # bounded by 0 .. c - 1, whether or not its dividend spans c values: Bounds)
+            assert (min(values), max(values)) == (_value(extent.lo, sizes), _value(extent.hi, sizes)), (e, extent, sizes)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_nonnegative_and_positive_hold_at_every_point(data):
+    ranges = data.draw(_ranges())
+    e = data.draw(_expressions(ranges))
+    claims = [(nonnegative(e, ranges), 0), (positive(e, ranges), 1)]
+    for _, points in _points(ranges):
+        for at in points:
+            v = _value(e, at)
+            for claim, least in claims:
+                assert not claim or v is None or v >= least, (e, ranges, at, claims)
