@@ -198,8 +198,8 @@ def build_executable(kernel):
 
     program = kernel.program()
     artifact = compile_to_c(program, kernel.options)
-    return Executable(artifact.interfaces[kernel.name], load_library(artifact), kernel.options.check_arena,
-                      program.main.params)
+    library = load_library(artifact, kernel.options.native)
+    return Executable(artifact.interfaces[kernel.name], library, kernel.options.check_arena, program.main.params)
 
 
 def opencl_options(options: Options) -> Options:

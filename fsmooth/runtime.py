@@ -48,10 +48,12 @@ MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
 _libraries: dict[tuple[str, str], object] = {}
 
 
-def load_library(artifact: CArtifact):
+def load_library(artifact: CArtifact, native: bool = False):
     """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C: from this
-    process's table, else from the disk cache, else built (and then cached)."""
-    key = (artifact.source, artifact.cdef, artifact.compile_args, artifact.libraries)
+    process's table, else from the disk cache, else built (and then cached); ``native``: for this
+    machine's CPU where ``fsmooth.cache.host_flags`` allows it (``Options.native``)."""
+    flags = (*artifact.compile_args, *(cache.host_flags() if native else ()))
+    key = (artifact.source, artifact.cdef, flags, artifact.libraries)
     library = _libraries.get(key)
     if library is None:
         library = _libraries[key] = cache.load_module(*key)
