@@ -145,7 +145,11 @@ class Kernel:
     def __call__(self, *args):
         if _in_reference.get():
             return self._run_reference(args)
-        return self.executable().call(*args)
+        # Once built, the executable is read without the lock: it is set once, complete.
+        executable = self._executable
+        if executable is None:
+            executable = self.executable()
+        return executable.call(*args)
 
     # -- OpenCL
     def opencl_artifact(self):

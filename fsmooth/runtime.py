@@ -4,8 +4,11 @@ built once and cached on disk by ``fsmooth.cache``) and call one kernel on numpy
 A call checks and converts its arguments, computes the size symbols from them, asks the C side
 whether the sizes satisfy the kernel's constraints (``K_check_sizes``), how large the result is
 (``K_shape``) and how much scratch it needs (``K_scratch_bytes``), then runs ``K``.  Everything
-that depends only on the kernel's interface is prepared once in ``Executable.__init__``, and the
-three size functions' answers are memoised per tuple of sizes, so a call does no symbolic work.
+that depends only on the kernel's interface is planned once, in ``Executable.__init__``: the call
+itself is a Python function written for the kernel (``call_function``), straight-line code that
+tests each argument's exact type (and dtype, rank, layout) and passes it on, calling the general
+converter only for anything else; the three size functions' answers are memoised per tuple of
+sizes, so a call does no symbolic work, builds no dictionary and walks no list of parameters.
 
 Checked arenas (``Options.check_arena``, or ``FSMOOTH_CHECK_ARENA=1``): each call gets a fresh
 scratch buffer filled with a byte pattern, with guard bytes of the pattern before it and after
@@ -210,6 +213,12 @@ class Executable:
         self._dims_type = ffi.typeof("int64_t[]")
         self._plans: dict[tuple, tuple[tuple, int]] = {}
         self._per_thread = threading.local()  # scratch buffers: K runs without the GIL
+        # A kernel that never needs scratch gets an aligned buffer of its own, never written, so a
+        # call skips the per-thread one.
+        self._needs_scratch = interface.scratch_formula != 0
+        self._no_scratch_buffer = np.empty(2 * SCRATCH_ALIGN, dtype=np.uint8)
+        self._no_scratch = ffi.cast("void *", -(-self._no_scratch_buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+        self.call = call_function(self)
 
     def __repr__(self) -> str:
         return f"<fsmooth executable {self.interface.name}>"
@@ -221,9 +230,7 @@ class Executable:
         if self._flatten is not None:
             args = self._flatten(args)
         if len(args) != self._nparams:
-            params = ", ".join(p for p, _ in self.interface.params)
-            raise TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
-                            f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
+            raise self._arity_error(args)
         from_buffer = self._ffi.from_buffer
         c_args = []
         for x, convert, buffer_type in zip(args, self._converters, self._buffer_types):
@@ -235,6 +242,11 @@ class Executable:
                 c_args.append(from_buffer(buffer_type, value))
                 c_args.extend(value.shape)
         return c_args
+
+    def _arity_error(self, args: tuple) -> TypeError:
+        params = ", ".join(p for p, _ in self.interface.params)
+        return TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
+                         f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
 
     def _plan(self, sizes: tuple) -> tuple[tuple, int]:
         """(result dims, scratch bytes) for ``sizes``, after checking the size constraints."""
@@ -313,28 +325,10 @@ class Executable:
         return status
 
     # -- public
-    def call(self, *args):
-        """Run the kernel: a numpy array for an array result, else a Python float/int/bool."""
-        c_args = self._c_args(args)
-        dims, nbytes = self._plan(self._size_getter(c_args))
-        results, outs = [], []
-        for (result_rank, dtype, c_type), result_dims in zip(self._outputs, dims):
-            if result_rank:
-                results.append(np.empty(result_dims, dtype=dtype))
-                outs.append(self._ffi.from_buffer(c_type, results[-1]))
-            else:
-                outs.append(self._ffi.new(c_type))
-                results.append(outs[-1])
-        if self.check_arena:
-            status = self._run_checked(nbytes, outs, c_args)
-        else:
-            status = self._kernel(self._scratch(nbytes), *outs, *c_args)
-        if status:
-            raise_status(self.interface.name, status)
-        values = [r if result_rank else r[0] for r, (result_rank, _, _) in zip(results, self._outputs)]
-        return assemble(self.interface.result, iter(values)) if self._tuple_result else values[0]
-
-    __call__ = call
+    def __call__(self, *args):
+        """Run the kernel: a numpy array for an array result, else a Python float/int/bool
+        (``self.call``, written for this kernel by ``call_function``)."""
+        return self.call(*args)
 
     def scratch_bytes(self, *args) -> int:
         """The arena bytes a call with ``args`` needs (after the same checks), without running it."""
@@ -353,6 +347,91 @@ class Executable:
     def result_dims(self, *args) -> tuple:
         """The dims of the result of a call with ``args``, without running it."""
         return self._result_dims(self._plan(self._size_getter(self._c_args(args)))[0])
+
+
+def call_function(executable: Executable):
+    """The function that runs ``executable``'s kernel on Python arguments, as Python source written
+    for its interface and compiled once: per parameter, the test of the common case (a float for a
+    Double; an int in range for an Index; a C-contiguous array of the right dtype and rank) with
+    the general converter (``scalar_converter``, ``array_converter``) called for anything else, so
+    every check and error message is theirs; then the sizes tuple, its memoised plan (``_plan``:
+    ``K_check_sizes``, ``K_shape``, ``K_scratch_bytes``), the results and the call of ``K``."""
+    interface = executable.interface
+    ffi = executable._ffi
+    env = {"np": np, "ndarray": np.ndarray, "from_buffer": ffi.from_buffer, "new": ffi.new, "empty": np.empty,
+           "kernel": executable._kernel, "plans": executable._plans, "make_plan": executable._plan,
+           "scratch": executable._scratch, "no_scratch": executable._no_scratch,
+           "run_checked": executable._run_checked, "raise_status": raise_status, "name": interface.name,
+           "flatten": executable._flatten, "arity_error": executable._arity_error}
+    lines = ["def call(*args):"]
+    if executable._flatten is not None:
+        lines.append("    args = flatten(args)")  # checks the number of arguments itself
+    lines += [f"    if len(args) != {executable._nparams}:", "        raise arity_error(args)"]
+    names = [f"a{k}" for k in range(executable._nparams)]
+    if names:
+        lines.append(f"    {', '.join(names)}, = args")
+    c_args, dims_of = [], {}
+    for k, ((pname, ty), convert, buffer_type) in enumerate(
+            zip(interface.params, executable._converters, executable._buffer_types)):
+        a = names[k]
+        env[f"convert{k}"] = convert
+        if buffer_type is None:
+            lines += [f"    if {_usual_scalar(a, ty)}:", f"        {a} = convert{k}({a})"]
+            c_args.append(a)
+            dims_of[(pname, None)] = a
+            continue
+        env[f"dtype{k}"], env[f"buffer{k}"] = NUMPY_DTYPE[element_scalar(ty)], buffer_type
+        if element_scalar(ty) is Card:  # a Card array always needs a look at its values
+            lines.append(f"    {a} = convert{k}({a})")
+        else:
+            lines += [f"    if not (type({a}) is ndarray and {a}.dtype is dtype{k} and {a}.ndim == {rank(ty)}"
+                      f" and {a}.flags.c_contiguous):", f"        {a} = convert{k}({a})"]
+        dims = [f"{a}_d{j}" for j in range(rank(ty))]
+        lines.append(f"    {', '.join(dims)}, = {a}.shape")
+        c_args += [f"from_buffer(buffer{k}, {a})", *dims]
+        dims_of.update({(pname, j): d for j, d in enumerate(dims)})
+    sizes = "".join(f"{dims_of[(s.param, s.dim)]}, " for s in interface.sizes)
+    lines += [f"    plan = plans.get(({sizes}))", "    if plan is None:", f"        plan = make_plan(({sizes}))",
+              "    dims, nbytes = plan"]
+    outs, values = [], []
+    for j, (result_rank, dtype, c_type) in enumerate(executable._outputs):
+        env[f"out_type{j}"] = c_type
+        if result_rank:
+            env[f"out_dtype{j}"] = dtype
+            lines += [f"    r{j} = empty(dims[{j}], dtype=out_dtype{j})"]
+            outs.append(f"from_buffer(out_type{j}, r{j})")
+            values.append(f"r{j}")
+        else:
+            lines.append(f"    r{j} = new(out_type{j})")
+            outs.append(f"r{j}")
+            values.append(f"r{j}[0]")
+    if executable.check_arena:
+        lines.append(f"    status = run_checked(nbytes, [{', '.join(outs)}], [{', '.join(c_args)}])")
+    else:
+        arena = "scratch(nbytes)" if executable._needs_scratch else "no_scratch"
+        lines.append(f"    status = kernel({', '.join([arena, *outs, *c_args])})")
+    lines += ["    if status:", "        raise_status(name, status)",
+              f"    return {_assembled(interface.result, iter(values))}"]
+    exec(compile("\n".join(lines) + "\n", f"<fsmooth call of {interface.name}>", "exec"), env)
+    return env["call"]
+
+
+def _usual_scalar(a: str, ty: Scalar) -> str:
+    """Python source: whether the argument ``a`` is not the usual value of a ``ty`` parameter,
+    which passes unconverted."""
+    if ty is Bool:
+        return f"type({a}) is not bool"
+    if ty in (Double, Float):
+        return f"type({a}) is not float"
+    lowest = 0 if ty is Card else _INT64_MIN
+    return f"type({a}) is not int or not {lowest} <= {a} <= {_INT64_MAX}"
+
+
+def _assembled(ty: Type, values) -> str:
+    """Python source of the value of type ``ty`` from its components' source, in order."""
+    if isinstance(ty, TupleT):
+        return f"({''.join(_assembled(t, values) + ', ' for t in ty.items)})"
+    return next(values)
 
 
 def assemble(ty: Type, values):
