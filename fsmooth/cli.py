@@ -132,8 +132,8 @@ def compile_library(where: str, out_dir: str, variant: str | None, parallel: boo
 
 def check_c_compiles(source: pathlib.Path, options: Options, march: str | None = None) -> None:
     """``cc -fsyntax-only`` of the written ``.c``: ``fsmooth compile`` reports success only for C
-    that compiles (for ``march``, which the compiler must know).  The gc variant includes Boehm's ``gc.h``, a system package: its absence is
-    said as such, not blamed on the generated C."""
+    that compiles (for ``march``, which the compiler must know).  The gc variant includes Boehm's
+    ``gc.h``, a system package: its absence is said as such, not blamed on the generated C."""
     import subprocess
 
     from .cache import c_compiler, system_library_available

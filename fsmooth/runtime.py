@@ -178,7 +178,10 @@ def _expected(ty: Scalar) -> str:
 class Executable:
     """One exported kernel of a loaded library, callable on numpy arrays and Python scalars."""
 
-    def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = ()):
+    def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = (),
+                 reference: tuple | None = None):
+        """``reference``: (``in_reference``, ``run_reference``) of the kernel (``fsmooth.kernel``): a
+        call while ``in_reference()`` is true is ``run_reference(args)``, the kernel's Python."""
         self.interface = interface
         # The parameters as the kernel declares them: a tuple parameter is passed to C as its
         # components (the interface's parameters), so its argument is flattened first.
@@ -218,7 +221,7 @@ class Executable:
         self._needs_scratch = interface.scratch_formula != 0
         self._no_scratch_buffer = np.empty(2 * SCRATCH_ALIGN, dtype=np.uint8)
         self._no_scratch = ffi.cast("void *", -(-self._no_scratch_buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN)
-        self.call = call_function(self)
+        self.call = call_function(self, reference)
 
     def __repr__(self) -> str:
         return f"<fsmooth executable {self.interface.name}>"
@@ -287,16 +290,17 @@ class Executable:
                           f" (sizes: {self._show_sizes(sizes)})")
 
     def _scratch(self, nbytes: int):
-        """An aligned pointer to at least ``nbytes`` of scratch, reused across this thread's calls."""
+        """An aligned pointer to at least ``nbytes`` of scratch, reused across this thread's calls:
+        ``self._per_thread.arena`` is (capacity, pointer), which a planned call reads itself."""
         local = self._per_thread
-        capacity = getattr(local, "capacity", -1)
+        capacity, pointer = getattr(local, "arena", (-1, None))
         if capacity < nbytes:
             capacity = max(nbytes, 2 * capacity, SCRATCH_ALIGN)
-            buffer = np.empty(capacity + SCRATCH_ALIGN - 1, dtype=np.uint8)
-            address = -(-buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
-            local.buffer, local.capacity = buffer, capacity
-            local.pointer = self._ffi.cast("void *", address)
-        return local.pointer
+            local.buffer = np.empty(capacity + SCRATCH_ALIGN - 1, dtype=np.uint8)
+            address = -(-local.buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            pointer = self._ffi.cast("void *", address)
+            local.arena = (capacity, pointer)
+        return pointer
 
 
     def _run_checked(self, nbytes: int, outs: list, c_args: list) -> int:
@@ -349,27 +353,33 @@ class Executable:
         return self._result_dims(self._plan(self._size_getter(self._c_args(args)))[0])
 
 
-def call_function(executable: Executable):
+def call_function(executable: Executable, reference: tuple | None = None):
     """The function that runs ``executable``'s kernel on Python arguments, as Python source written
     for its interface and compiled once: per parameter, the test of the common case (a float for a
     Double; an int in range for an Index; a C-contiguous array of the right dtype and rank) with
     the general converter (``scalar_converter``, ``array_converter``) called for anything else, so
     every check and error message is theirs; then the sizes tuple, its memoised plan (``_plan``:
-    ``K_check_sizes``, ``K_shape``, ``K_scratch_bytes``), the results and the call of ``K``."""
+    ``K_check_sizes``, ``K_shape``, ``K_scratch_bytes``), the results and the call of ``K``.  With a
+    ``reference`` (``Executable``), it first asks whether a reference run is under way."""
     interface = executable.interface
     ffi = executable._ffi
     env = {"np": np, "ndarray": np.ndarray, "from_buffer": ffi.from_buffer, "new": ffi.new, "empty": np.empty,
            "kernel": executable._kernel, "plans": executable._plans, "make_plan": executable._plan,
-           "scratch": executable._scratch, "no_scratch": executable._no_scratch,
+           "scratch": executable._scratch, "no_scratch": executable._no_scratch, "per_thread": executable._per_thread,
            "run_checked": executable._run_checked, "raise_status": raise_status, "name": interface.name,
            "flatten": executable._flatten, "arity_error": executable._arity_error}
     lines = ["def call(*args):"]
+    if reference is not None:
+        env["in_reference"], env["run_reference"] = reference
+        lines += ["    if in_reference():", "        return run_reference(args)"]
     if executable._flatten is not None:
         lines.append("    args = flatten(args)")  # checks the number of arguments itself
-    lines += [f"    if len(args) != {executable._nparams}:", "        raise arity_error(args)"]
     names = [f"a{k}" for k in range(executable._nparams)]
-    if names:
-        lines.append(f"    {', '.join(names)}, = args")
+    if names:  # unpacking checks the number of arguments (a try costs nothing in Python 3.11)
+        lines += ["    try:", f"        {', '.join(names)}, = args", "    except ValueError:",
+                  "        raise arity_error(args) from None"]
+    else:
+        lines += ["    if args:", "        raise arity_error(args)"]
     c_args, dims_of = [], {}
     for k, ((pname, ty), convert, buffer_type) in enumerate(
             zip(interface.params, executable._converters, executable._buffer_types)):
@@ -391,8 +401,12 @@ def call_function(executable: Executable):
         c_args += [f"from_buffer(buffer{k}, {a})", *dims]
         dims_of.update({(pname, j): d for j, d in enumerate(dims)})
     sizes = "".join(f"{dims_of[(s.param, s.dim)]}, " for s in interface.sizes)
-    lines += [f"    plan = plans.get(({sizes}))", "    if plan is None:", f"        plan = make_plan(({sizes}))",
-              "    dims, nbytes = plan"]
+    if any(result_rank for result_rank, _, _ in executable._outputs) or executable._needs_scratch \
+            or executable.check_arena:
+        lines += [f"    plan = plans.get(({sizes}))", "    if plan is None:", f"        plan = make_plan(({sizes}))",
+                  "    dims, nbytes = plan"]
+    else:  # the plan's answers are not needed, only its checks
+        lines += [f"    if ({sizes}) not in plans:", f"        make_plan(({sizes}))"]
     outs, values = [], []
     for j, (result_rank, dtype, c_type) in enumerate(executable._outputs):
         env[f"out_type{j}"] = c_type
@@ -408,7 +422,10 @@ def call_function(executable: Executable):
     if executable.check_arena:
         lines.append(f"    status = run_checked(nbytes, [{', '.join(outs)}], [{', '.join(c_args)}])")
     else:
-        arena = "scratch(nbytes)" if executable._needs_scratch else "no_scratch"
+        if executable._needs_scratch:  # this thread's arena, grown by ``_scratch`` where too small
+            lines += ["    try:", "        capacity, arena = per_thread.arena", "    except AttributeError:",
+                      "        capacity = -1", "    if capacity < nbytes:", "        arena = scratch(nbytes)"]
+        arena = "arena" if executable._needs_scratch else "no_scratch"
         lines.append(f"    status = kernel({', '.join([arena, *outs, *c_args])})")
     lines += ["    if status:", "        raise_status(name, status)",
               f"    return {_assembled(interface.result, iter(values))}"]
