@@ -363,7 +363,7 @@ def call_function(executable: Executable, reference: tuple | None = None):
     ``reference`` (``Executable``), it first asks whether a reference run is under way."""
     interface = executable.interface
     ffi = executable._ffi
-    env = {"np": np, "ndarray": np.ndarray, "from_buffer": ffi.from_buffer, "new": ffi.new, "empty": np.empty,
+    env = {"ndarray": np.ndarray, "from_buffer": ffi.from_buffer, "new": ffi.new, "empty": np.empty,
            "kernel": executable._kernel, "plans": executable._plans, "make_plan": executable._plan,
            "scratch": executable._scratch, "no_scratch": executable._no_scratch, "per_thread": executable._per_thread,
            "run_checked": executable._run_checked, "raise_status": raise_status, "name": interface.name,
