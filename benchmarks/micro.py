@@ -267,7 +267,7 @@ def main(argv=None) -> int:
         settings["repeats"] = args.repeats
     settings["min_repeats"] = min(MIN_REPEATS, settings["repeats"])
     settings["jobs"] = args.jobs or settings["jobs"]
-    settings["c_flags"] = list(micro_impls.cache.COMPILE_ARGS)
+    settings["c_flags"] = [*micro_impls.cache.COMPILE_ARGS, *micro_impls.cache.host_flags()]
     settings["eigen_flags"] = list(micro_impls.EIGEN_FLAGS)
     report = args.report or (args.out / "RESULTS.md" if args.quick else REPORT)
 

@@ -133,8 +133,9 @@ double cross_loop_hand(const double *a, const double *b, int64_t iters);
 
 def hand_library():
     """The hand-written C as a cffi module, built by fsmooth's own cache: the same compiler,
-    flags (``fsmooth.cache.COMPILE_ARGS``) and build route as every fsmooth kernel."""
-    return cache.load_module((BASELINES / "micro_hand.c").read_text(), HAND_CDEF)
+    flags (``fsmooth.cache.COMPILE_ARGS``, and ``host_flags`` as a kernel's in-process build) and
+    build route as every fsmooth kernel."""
+    return cache.load_module((BASELINES / "micro_hand.c").read_text(), HAND_CDEF, cache.host_flags())
 
 
 def eigen_library_path() -> pathlib.Path:

@@ -44,6 +44,11 @@ from .index_paths import BufferVariable, ScalarVariable, index_symbol
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))
 BOEHM_GC = ((), ("gc",))
+# Options.fastmath: reassociation, so that a floating-point reduction vectorises.  Not -ffast-math:
+# -ffinite-math-only would let the compiler assume no NaN or inf (isnan folded to false), so NaN
+# and inf stay IEEE and only the order of additions and multiplications (rounding, and the sign
+# of a zero result) may change.
+FASTMATH = (("-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math"), ())
 
 
 class CKernelEmitter(KernelEmitter):
@@ -335,7 +340,8 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
     source = "\n\n".join(parts) + "\n"
     cdef = "\n".join(line for e in emitters for line in e.prototypes(restrict=False)) + "\n"
     flags, libraries = [], []
-    for wanted, (more_flags, more_libraries) in ((options.parallel, OPENMP), (options.allocation == "gc", BOEHM_GC)):
+    for wanted, (more_flags, more_libraries) in ((options.parallel, OPENMP), (options.allocation == "gc", BOEHM_GC),
+                                                  (options.fastmath, FASTMATH)):
         if wanted:
             flags += more_flags
             libraries += more_libraries

@@ -3,7 +3,10 @@
 The module name is derived from a hash of everything that decides the machine code (C source,
 cffi declarations, runtime headers, compiler flags and libraries -- the defaults and those a
 variant adds, ``CArtifact.compile_args``/``libraries`` -- fsmooth and cffi versions, Python and
-platform tags), so a hit never needs a rebuild and a change always misses.  An entry is a
+platform tags), so a hit never needs a rebuild and a change always misses.  A build for the host
+CPU (``-march=native``, ``host_flags``) also keys on what that flag means on this machine
+(``host_cpu``), so a cache directory shared between machines never loads code built for another
+CPU.  An entry is a
 manifest ``<dir>/<module>.json`` naming the module file ``<dir>/<module>-<digest><EXT_SUFFIX>``
 and holding its SHA-256; the file name carries the start of that digest, so a module file is
 never overwritten by different bytes.
@@ -31,6 +34,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import platform
 import shlex
 import shutil
 import subprocess
@@ -51,6 +55,8 @@ COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)
 EXTENSION_FLAGS = ("-shared", "-fPIC", "-DNDEBUG")  # a CPython extension module
 CACHE_DIR_ENV = "FSMOOTH_CACHE_DIR"
+NATIVE_FLAGS = ("-march=native",)
+NATIVE_ENV = "FSMOOTH_NATIVE"  # "0": no in-process build is for the host CPU (Options.native)
 
 # Number of C builds this process ran; tests read it to prove that a cache hit built nothing.
 build_count = 0
@@ -74,6 +80,7 @@ def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple
         "headers": _runtime_headers(),
         "compiler": c_compiler(),
         "compile_args": [*EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args],
+        "host_cpu": host_cpu(tuple(c_compiler())) if NATIVE_FLAGS[0] in compile_args else None,
         "libraries": [*LIBRARIES, *libraries],
         "fsmooth": fsmooth.__version__,
         "cffi": cffi.__version__,
@@ -139,6 +146,42 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
 def c_compiler() -> list[str]:
     """The C compiler every build runs: $CC, else cc."""
     return shlex.split(os.environ.get("CC") or "cc")
+
+
+def host_flags() -> tuple:
+    """The flags that build for this machine's CPU (``-march=native``), or none where
+    ``FSMOOTH_NATIVE=0`` or where the C compiler cannot say what the flag means here (it rejects
+    it): a build is never for a CPU the cache key does not name."""
+    if os.environ.get(NATIVE_ENV, "1") == "0" or host_cpu(tuple(c_compiler())) is None:
+        return ()
+    return NATIVE_FLAGS
+
+
+@functools.lru_cache(maxsize=None)
+def host_cpu(compiler: tuple) -> str | None:
+    """What ``-march=native`` means for ``compiler`` on this machine: the target flags it expands
+    to (gcc's ``-march=X -m...  --param ...``, clang's ``-target-cpu``/``-target-feature``), read
+    from its ``-###`` dry run, with the CPU's model name and feature flags from /proc/cpuinfo
+    where there is one; None where the compiler does not take the flag."""
+    command = [*compiler, *NATIVE_FLAGS, "-###", "-S", "-x", "c", os.devnull, "-o", os.devnull]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError:
+        return None
+    if result.returncode != 0:
+        return None
+    tokens = [token.strip("\"'") for token in result.stderr.split()]
+    target = [token for before, token in zip(["", *tokens], tokens)
+              if (token.startswith(("-m", "--param")) and token not in NATIVE_FLAGS)
+              or before in ("--param", "-target-cpu", "-target-feature")]
+    try:
+        cpuinfo = [line for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith(("model name", "flags", "Features", "CPU part"))]
+    except OSError:
+        cpuinfo = []
+    if not target and not cpuinfo:
+        return None  # nothing that tells this CPU from another
+    return "\n".join([platform.machine(), " ".join(target), *dict.fromkeys(cpuinfo)])
 
 
 def _compile_extension(c_path: pathlib.Path, out: pathlib.Path, compile_args: tuple, libraries: tuple) -> None:

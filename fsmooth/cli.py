@@ -1,6 +1,6 @@
 """The ``fsmooth`` command line.
 
-    fsmooth compile FILE.py -o DIR [--variant NAME] [--parallel]
+    fsmooth compile FILE.py -o DIR [--variant NAME] [--parallel] [--fastmath] [--march ARCH]
     fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,opencl,all} | --pass NAME | --list-passes]
                    [--target {c,opencl}] [--variant NAME] [--parallel] [--unoptimised] [--no-OPTIMISATION ...]
     fsmooth mem FILE.py:KERNEL [--size NAME=VALUE ...]
@@ -106,30 +106,34 @@ def load_kernel(target: str) -> Kernel:
 
 # ----------------------------------------------------------------------------- compile
 
-def compile_library(where: str, out_dir: str, variant: str | None, parallel: bool) -> str:
-    """``fsmooth compile``: the exported kernels of a module as <module>.h/.c/.json in ``out_dir``."""
+def compile_library(where: str, out_dir: str, variant: str | None, parallel: bool, fastmath: bool = False,
+                    march: str | None = None) -> str:
+    """``fsmooth compile``: the exported kernels of a module as <module>.h/.c/.json in ``out_dir``, to
+    be built for any CPU of the platform, or for ``march`` (the build flags of the header and
+    manifest say which); ``Options.native`` concerns in-process builds only."""
     module = load_module(where)
     kernels = exported_kernels(module)
     if not kernels:
         raise UsageError(f"{where} defines no exported kernels (helpers, which take functions, are not exported)")
     options = VARIANTS[variant] if variant else default_options()
-    options = replace(options, parallel=options.parallel or parallel)
+    options = replace(options, parallel=options.parallel or parallel, fastmath=options.fastmath or fastmath,
+                      native=False)
     path = pathlib.Path(where)
     name = path.stem if path.suffix == ".py" else where.rpartition(".")[2]
-    lib = library(name, kernels, options, path.name if path.suffix == ".py" else where)
+    lib = library(name, kernels, options, path.name if path.suffix == ".py" else where, march)
     try:
         written = lib.write(pathlib.Path(out_dir))
     except OSError as err:
         raise UsageError(f"cannot write to {out_dir}: {err}") from None
-    check_c_compiles(written[1], options)
+    check_c_compiles(written[1], options, march)
     return "\n".join([f"compiled {len(kernels)} kernels of {where} ({', '.join(k.name for k in kernels)})"]
                      + [f"wrote {p}" for p in written])
 
 
-def check_c_compiles(source: pathlib.Path, options: Options) -> None:
+def check_c_compiles(source: pathlib.Path, options: Options, march: str | None = None) -> None:
     """``cc -fsyntax-only`` of the written ``.c``: ``fsmooth compile`` reports success only for C
-    that compiles.  The gc variant includes Boehm's ``gc.h``, a system package: its absence is
-    said as such, not blamed on the generated C."""
+    that compiles (for ``march``, which the compiler must know).  The gc variant includes Boehm's
+    ``gc.h``, a system package: its absence is said as such, not blamed on the generated C."""
     import subprocess
 
     from .cache import c_compiler, system_library_available
@@ -137,13 +141,17 @@ def check_c_compiles(source: pathlib.Path, options: Options) -> None:
     if options.allocation == "gc" and not system_library_available("gc.h", "gc"):
         raise UsageError("the gc variant needs Boehm's libgc (gc.h, -lgc), which this machine's C compiler "
                          "does not find; install it (e.g. libgc-dev) or pick another variant")
-    command = [*c_compiler(), "-std=c99", "-fsyntax-only", *(["-fopenmp"] if options.parallel else []), str(source)]
+    march_flags = [f"-march={march}"] if march else []
+    command = [*c_compiler(), "-std=c99", "-fsyntax-only", *march_flags, *(["-fopenmp"] if options.parallel else []),
+               str(source)]
     try:
         result = subprocess.run(command, capture_output=True, text=True)
     except OSError as err:
         raise UsageError(f"cannot run the C compiler {command[0]!r} to check {source}: {err}") from None
     if result.returncode != 0:
         first = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
+        if march and "-march" in first:
+            raise UsageError(f"--march {march}: the C compiler {command[0]!r} does not know this CPU: {first}")
         raise UsageError(f"the C written to {source} does not compile: {first}")
 
 
@@ -388,6 +396,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="DIR")
     p.add_argument("--variant", choices=sorted(VARIANTS), help="one of the DPS paper's variants (default: arena)")
     p.add_argument("--parallel", action="store_true", help="'#pragma omp parallel for' on outer parallel loops")
+    p.add_argument("--fastmath", action="store_true",
+                   help="let the C compiler reassociate float arithmetic (reductions vectorise); NaN/inf stay IEEE")
+    p.add_argument("--march", metavar="ARCH",
+                   help="build instructions for this CPU (cc -march=ARCH, e.g. x86-64-v3, native); default: portable")
     p.add_argument("--target", choices=("c", "opencl"), default="c",
                    help="c: <module>.h/.c/.json; opencl: <module>.cl and <module>.opencl.json")
     p = commands.add_parser("explain", help="print a kernel at one stage or pass of the pipeline")
@@ -421,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.target == "opencl":
                     text = compile_opencl(args.module, args.output)
                 else:
-                    text = compile_library(args.module, args.output, args.variant, args.parallel)
+                    text = compile_library(args.module, args.output, args.variant, args.parallel, args.fastmath,
+                                           args.march)
             case "explain":
                 kernel = load_kernel(args.target)
                 options = explain_options(kernel, args)

@@ -192,14 +192,16 @@ def compile_to_c(program: core.Program, options: Options = Options(), module: st
     return run_pipeline(program, options, module).c
 
 
-def build_executable(kernel):
-    """Compile (or fetch from the cache) the C of ``kernel`` and return its runtime handle."""
+def build_executable(kernel, reference=None):
+    """Compile (or fetch from the cache) the C of ``kernel`` and return its runtime handle
+    (``reference``: as ``fsmooth.runtime.Executable`` takes it)."""
     from .runtime import Executable, load_library
 
     program = kernel.program()
     artifact = compile_to_c(program, kernel.options)
-    return Executable(artifact.interfaces[kernel.name], load_library(artifact), kernel.options.check_arena,
-                      program.main.params)
+    library = load_library(artifact, kernel.options.native)
+    return Executable(artifact.interfaces[kernel.name], library, kernel.options.check_arena, program.main.params,
+                      reference)
 
 
 def opencl_options(options: Options) -> Options:

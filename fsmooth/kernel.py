@@ -6,6 +6,7 @@ import functools
 import importlib
 import types
 import inspect
+import operator
 import pickle
 import threading
 from dataclasses import dataclass, replace
@@ -54,6 +55,7 @@ class Kernel:
         self._lock = threading.RLock()
         self._program = None
         self._executable = None
+        self._call = self._first_call  # what calling the kernel runs (``__call__``)
         self._opencl: dict = {}  # pyopencl context (None: the default) -> OpenCLExecutable
         self._with_options: dict = {}  # Options -> the same kernel compiled with them
 
@@ -139,10 +141,16 @@ class Kernel:
                     raise TypeError(f"{self.name} is a helper (it takes a function): helpers are inlined where "
                                     f"kernels call them and cannot be called from Python, only from kernels")
 
-                self._executable = build_executable(self)
+                self._executable = build_executable(self, (_in_reference.get, self._run_reference))
+                self._call = self._executable.call
             return self._executable
 
-    def __call__(self, *args):
+    # Calling a kernel calls ``self._call`` with no Python frame of its own (``attrgetter`` is C):
+    # first ``_first_call``, which compiles, then the executable's call, which is written for the
+    # kernel and runs the reference itself inside a reference run (``fsmooth.runtime.call_function``).
+    __call__ = property(operator.attrgetter("_call"))
+
+    def _first_call(self, *args):
         if _in_reference.get():
             return self._run_reference(args)
         return self.executable().call(*args)

@@ -33,6 +33,14 @@ class Options:
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun
+    # In-process builds (calling a kernel from Python) compile for this machine's CPU
+    # (-march=native; the host CPU is part of the cache key, fsmooth.cache.host_flags), unless
+    # this is off or the environment has FSMOOTH_NATIVE=0.  `fsmooth compile` is portable unless given --march.
+    native: bool = True
+    # Let the C compiler reassociate floating-point arithmetic (FASTMATH_FLAGS in dpia.codegen_c),
+    # so that reductions vectorise: sums may round differently and lose the sign of a zero, but
+    # NaN and inf are still computed and tested as IEEE says (README, "Integers and floats").
+    fastmath: bool = False
     # debugging the compiler (FSMOOTH_VERIFY=1 also turns it on): fsmooth.driver verifies every
     # pass's output with its IR's verify
     verify_passes: bool = False

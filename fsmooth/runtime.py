@@ -4,8 +4,11 @@ built once and cached on disk by ``fsmooth.cache``) and call one kernel on numpy
 A call checks and converts its arguments, computes the size symbols from them, asks the C side
 whether the sizes satisfy the kernel's constraints (``K_check_sizes``), how large the result is
 (``K_shape``) and how much scratch it needs (``K_scratch_bytes``), then runs ``K``.  Everything
-that depends only on the kernel's interface is prepared once in ``Executable.__init__``, and the
-three size functions' answers are memoised per tuple of sizes, so a call does no symbolic work.
+that depends only on the kernel's interface is planned once, in ``Executable.__init__``: the call
+itself is a Python function written for the kernel (``call_function``), straight-line code that
+tests each argument's exact type (and dtype, rank, layout) and passes it on, calling the general
+converter only for anything else; the three size functions' answers are memoised per tuple of
+sizes, so a call does no symbolic work, builds no dictionary and walks no list of parameters.
 
 Checked arenas (``Options.check_arena``, or ``FSMOOTH_CHECK_ARENA=1``): each call gets a fresh
 scratch buffer filled with a byte pattern, with guard bytes of the pattern before it and after
@@ -48,10 +51,12 @@ MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
 _libraries: dict[tuple[str, str], object] = {}
 
 
-def load_library(artifact: CArtifact):
+def load_library(artifact: CArtifact, native: bool = False):
     """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C: from this
-    process's table, else from the disk cache, else built (and then cached)."""
-    key = (artifact.source, artifact.cdef, artifact.compile_args, artifact.libraries)
+    process's table, else from the disk cache, else built (and then cached); ``native``: for this
+    machine's CPU where ``fsmooth.cache.host_flags`` allows it (``Options.native``)."""
+    flags = (*artifact.compile_args, *(cache.host_flags() if native else ()))
+    key = (artifact.source, artifact.cdef, flags, artifact.libraries)
     library = _libraries.get(key)
     if library is None:
         library = _libraries[key] = cache.load_module(*key)
@@ -173,7 +178,10 @@ def _expected(ty: Scalar) -> str:
 class Executable:
     """One exported kernel of a loaded library, callable on numpy arrays and Python scalars."""
 
-    def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = ()):
+    def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = (),
+                 reference: tuple | None = None):
+        """``reference``: (``in_reference``, ``run_reference``) of the kernel (``fsmooth.kernel``): a
+        call while ``in_reference()`` is true is ``run_reference(args)``, the kernel's Python."""
         self.interface = interface
         # The parameters as the kernel declares them: a tuple parameter is passed to C as its
         # components (the interface's parameters), so its argument is flattened first.
@@ -208,6 +216,12 @@ class Executable:
         self._dims_type = ffi.typeof("int64_t[]")
         self._plans: dict[tuple, tuple[tuple, int]] = {}
         self._per_thread = threading.local()  # scratch buffers: K runs without the GIL
+        # A kernel that never needs scratch gets an aligned buffer of its own, never written, so a
+        # call skips the per-thread one.
+        self._needs_scratch = interface.scratch_formula != 0
+        self._no_scratch_buffer = np.empty(2 * SCRATCH_ALIGN, dtype=np.uint8)
+        self._no_scratch = ffi.cast("void *", -(-self._no_scratch_buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+        self.call = call_function(self, reference)
 
     def __repr__(self) -> str:
         return f"<fsmooth executable {self.interface.name}>"
@@ -219,9 +233,7 @@ class Executable:
         if self._flatten is not None:
             args = self._flatten(args)
         if len(args) != self._nparams:
-            params = ", ".join(p for p, _ in self.interface.params)
-            raise TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
-                            f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
+            raise self._arity_error(args)
         from_buffer = self._ffi.from_buffer
         c_args = []
         for x, convert, buffer_type in zip(args, self._converters, self._buffer_types):
@@ -233,6 +245,11 @@ class Executable:
                 c_args.append(from_buffer(buffer_type, value))
                 c_args.extend(value.shape)
         return c_args
+
+    def _arity_error(self, args: tuple) -> TypeError:
+        params = ", ".join(p for p, _ in self.interface.params)
+        return TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
+                         f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
 
     def _plan(self, sizes: tuple) -> tuple[tuple, int]:
         """(result dims, scratch bytes) for ``sizes``, after checking the size constraints."""
@@ -276,16 +293,17 @@ class Executable:
                           f" (sizes: {self._show_sizes(sizes)})")
 
     def _scratch(self, nbytes: int):
-        """An aligned pointer to at least ``nbytes`` of scratch, reused across this thread's calls."""
+        """An aligned pointer to at least ``nbytes`` of scratch, reused across this thread's calls:
+        ``self._per_thread.arena`` is (capacity, pointer), which a planned call reads itself."""
         local = self._per_thread
-        capacity = getattr(local, "capacity", -1)
+        capacity, pointer = getattr(local, "arena", (-1, None))
         if capacity < nbytes:
             capacity = max(nbytes, 2 * capacity, SCRATCH_ALIGN)
-            buffer = np.empty(capacity + SCRATCH_ALIGN - 1, dtype=np.uint8)
-            address = -(-buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
-            local.buffer, local.capacity = buffer, capacity
-            local.pointer = self._ffi.cast("void *", address)
-        return local.pointer
+            local.buffer = np.empty(capacity + SCRATCH_ALIGN - 1, dtype=np.uint8)
+            address = -(-local.buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            pointer = self._ffi.cast("void *", address)
+            local.arena = (capacity, pointer)
+        return pointer
 
 
     def _run_checked(self, nbytes: int, outs: list, c_args: list) -> int:
@@ -314,28 +332,10 @@ class Executable:
         return status
 
     # -- public
-    def call(self, *args):
-        """Run the kernel: a numpy array for an array result, else a Python float/int/bool."""
-        c_args = self._c_args(args)
-        dims, nbytes = self._plan(self._size_getter(c_args))
-        results, outs = [], []
-        for (result_rank, dtype, c_type), result_dims in zip(self._outputs, dims):
-            if result_rank:
-                results.append(np.empty(result_dims, dtype=dtype))
-                outs.append(self._ffi.from_buffer(c_type, results[-1]))
-            else:
-                outs.append(self._ffi.new(c_type))
-                results.append(outs[-1])
-        if self.check_arena:
-            status = self._run_checked(nbytes, outs, c_args)
-        else:
-            status = self._kernel(self._scratch(nbytes), *outs, *c_args)
-        if status:
-            raise_status(self.interface.name, status)
-        values = [r if result_rank else r[0] for r, (result_rank, _, _) in zip(results, self._outputs)]
-        return assemble(self.interface.result, iter(values)) if self._tuple_result else values[0]
-
-    __call__ = call
+    def __call__(self, *args):
+        """Run the kernel: a numpy array for an array result, else a Python float/int/bool
+        (``self.call``, written for this kernel by ``call_function``)."""
+        return self.call(*args)
 
     def scratch_bytes(self, *args) -> int:
         """The arena bytes a call with ``args`` needs (after the same checks), without running it."""
@@ -354,6 +354,104 @@ class Executable:
     def result_dims(self, *args) -> tuple:
         """The dims of the result of a call with ``args``, without running it."""
         return self._result_dims(self._plan(self._size_getter(self._c_args(args)))[0])
+
+
+def call_function(executable: Executable, reference: tuple | None = None):
+    """The function that runs ``executable``'s kernel on Python arguments, as Python source written
+    for its interface and compiled once: per parameter, the test of the common case (a float for a
+    Double; an int in range for an Index; a C-contiguous array of the right dtype and rank) with
+    the general converter (``scalar_converter``, ``array_converter``) called for anything else, so
+    every check and error message is theirs; then the sizes tuple, its memoised plan (``_plan``:
+    ``K_check_sizes``, ``K_shape``, ``K_scratch_bytes``), the results and the call of ``K``.  With a
+    ``reference`` (``Executable``), it first asks whether a reference run is under way."""
+    interface = executable.interface
+    ffi = executable._ffi
+    env = {"ndarray": np.ndarray, "from_buffer": ffi.from_buffer, "new": ffi.new, "empty": np.empty,
+           "kernel": executable._kernel, "plans": executable._plans, "make_plan": executable._plan,
+           "scratch": executable._scratch, "no_scratch": executable._no_scratch, "per_thread": executable._per_thread,
+           "run_checked": executable._run_checked, "raise_status": raise_status, "name": interface.name,
+           "flatten": executable._flatten, "arity_error": executable._arity_error}
+    lines = ["def call(*args):"]
+    if reference is not None:
+        env["in_reference"], env["run_reference"] = reference
+        lines += ["    if in_reference():", "        return run_reference(args)"]
+    if executable._flatten is not None:
+        lines.append("    args = flatten(args)")  # checks the number of arguments itself
+    names = [f"a{k}" for k in range(executable._nparams)]
+    if names:  # unpacking checks the number of arguments (a try costs nothing in Python 3.11)
+        lines += ["    try:", f"        {', '.join(names)}, = args", "    except ValueError:",
+                  "        raise arity_error(args) from None"]
+    else:
+        lines += ["    if args:", "        raise arity_error(args)"]
+    c_args, dims_of = [], {}
+    for k, ((pname, ty), convert, buffer_type) in enumerate(
+            zip(interface.params, executable._converters, executable._buffer_types)):
+        a = names[k]
+        env[f"convert{k}"] = convert
+        if buffer_type is None:
+            lines += [f"    if {_usual_scalar(a, ty)}:", f"        {a} = convert{k}({a})"]
+            c_args.append(a)
+            dims_of[(pname, None)] = a
+            continue
+        env[f"dtype{k}"], env[f"buffer{k}"] = NUMPY_DTYPE[element_scalar(ty)], buffer_type
+        if element_scalar(ty) is Card:  # a Card array always needs a look at its values
+            lines.append(f"    {a} = convert{k}({a})")
+        else:
+            lines += [f"    if not (type({a}) is ndarray and {a}.dtype is dtype{k} and {a}.ndim == {rank(ty)}"
+                      f" and {a}.flags.c_contiguous):", f"        {a} = convert{k}({a})"]
+        dims = [f"{a}_d{j}" for j in range(rank(ty))]
+        lines.append(f"    {', '.join(dims)}, = {a}.shape")
+        c_args += [f"from_buffer(buffer{k}, {a})", *dims]
+        dims_of.update({(pname, j): d for j, d in enumerate(dims)})
+    sizes = "".join(f"{dims_of[(s.param, s.dim)]}, " for s in interface.sizes)
+    if any(result_rank for result_rank, _, _ in executable._outputs) or executable._needs_scratch \
+            or executable.check_arena:
+        lines += [f"    plan = plans.get(({sizes}))", "    if plan is None:", f"        plan = make_plan(({sizes}))",
+                  "    dims, nbytes = plan"]
+    else:  # the plan's answers are not needed, only its checks
+        lines += [f"    if ({sizes}) not in plans:", f"        make_plan(({sizes}))"]
+    outs, values = [], []
+    for j, (result_rank, dtype, c_type) in enumerate(executable._outputs):
+        env[f"out_type{j}"] = c_type
+        if result_rank:
+            env[f"out_dtype{j}"] = dtype
+            lines += [f"    r{j} = empty(dims[{j}], dtype=out_dtype{j})"]
+            outs.append(f"from_buffer(out_type{j}, r{j})")
+            values.append(f"r{j}")
+        else:
+            lines.append(f"    r{j} = new(out_type{j})")
+            outs.append(f"r{j}")
+            values.append(f"r{j}[0]")
+    if executable.check_arena:
+        lines.append(f"    status = run_checked(nbytes, [{', '.join(outs)}], [{', '.join(c_args)}])")
+    else:
+        if executable._needs_scratch:  # this thread's arena, grown by ``_scratch`` where too small
+            lines += ["    try:", "        capacity, arena = per_thread.arena", "    except AttributeError:",
+                      "        capacity = -1", "    if capacity < nbytes:", "        arena = scratch(nbytes)"]
+        arena = "arena" if executable._needs_scratch else "no_scratch"
+        lines.append(f"    status = kernel({', '.join([arena, *outs, *c_args])})")
+    lines += ["    if status:", "        raise_status(name, status)",
+              f"    return {_assembled(interface.result, iter(values))}"]
+    exec(compile("\n".join(lines) + "\n", f"<fsmooth call of {interface.name}>", "exec"), env)
+    return env["call"]
+
+
+def _usual_scalar(a: str, ty: Scalar) -> str:
+    """Python source: whether the argument ``a`` is not the usual value of a ``ty`` parameter,
+    which passes unconverted."""
+    if ty is Bool:
+        return f"type({a}) is not bool"
+    if ty in (Double, Float):
+        return f"type({a}) is not float"
+    lowest = 0 if ty is Card else _INT64_MIN
+    return f"type({a}) is not int or not {lowest} <= {a} <= {_INT64_MAX}"
+
+
+def _assembled(ty: Type, values) -> str:
+    """Python source of the value of type ``ty`` from its components' source, in order."""
+    if isinstance(ty, TupleT):
+        return f"({''.join(_assembled(t, values) + ', ' for t in ty.items)})"
+    return next(values)
 
 
 def assemble(ty: Type, values):

@@ -44,3 +44,16 @@ def test_quick_run_measures_every_implementation_with_equal_checksums(tmp_path):
                     (bench, key, count, checksum, reference)
         default = by_impl[f"fsmooth-{micro_impls.DEFAULT_VARIANT}"]
         assert default["scratch_bytes"][counts[0]] == default["scratch_bytes"][counts[-1]]
+
+
+def test_call_overhead_benchmark_writes_every_way_of_calling(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "benchmarks.call_overhead", "--quick", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "call_overhead.json").read_text())
+    assert set(results["kernels"]) == {"add", "total", "scale"}
+    for name, row in results["kernels"].items():
+        assert set(row["us_per_call"]) == {"fsmooth", "numba", "cffi"}, name
+        assert all(t > 0 for t in row["us_per_call"].values()), name
+        assert math.isclose(row["fsmooth_over_numba"], row["us_per_call"]["fsmooth"] / row["us_per_call"]["numba"])
+    assert "fs/numba" in done.stdout
