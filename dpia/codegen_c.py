@@ -27,10 +27,12 @@ import re
 import sympy
 
 from fsmooth.artifact import CArtifact, result_components
+from fsmooth.dps.parallel import THREAD
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C_CHECKED, print_condition
+from fsmooth.shape.sizes import size_symbol
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
@@ -39,6 +41,7 @@ from .emit import (STATUS_OUT_OF_MEMORY, STATUS_SIZES, BufferVariable, FailureEx
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))
+THREAD_C = "fs_thread"  # the C of dps.parallel.THREAD: fs_ names are the runtime's, Namer gives none
 BOEHM_GC = ((), ("gc",))
 
 
@@ -67,51 +70,60 @@ class CKernelEmitter(KernelEmitter):
             return super().region(cname, data, offset, body, env, ranges)
         return self._heap_region(cname, data, body, env, ranges)
 
-    def parfor_loop(self, index, n, body, env, ranges, scope) -> list[str]:
-        if self.options.parallel and not self.in_parallel and self._iterations_independent(body, index):
+    def parfor_loop(self, index, n, body, env, ranges, scope, parallel: bool = False) -> list[str]:
+        if parallel and self.options.parallel and not self.in_parallel and self._iterations_independent(body):
             return self._parallel_loop(index, n, body, env, ranges, scope)
         return super().parfor_loop(index, n, body, env, ranges, scope)
 
     def _parallel_loop(self, index, n, body, env, ranges, scope) -> list[str]:
-        """``#pragma omp parallel for``: a failing iteration records its status in its own
-        variable and skips to its end; the first failure any iteration reports wins."""
+        """``#pragma omp parallel for`` on at most the kernel's thread count of threads, scheduled
+        statically, each thread's number in ``fs_thread`` (the slice of the scratch its iterations
+        use, ``dps.parallel``); one iteration runs without a team.  A failing iteration records
+        its status in its own variable and skips to its end; the first failure any iteration
+        reports wins."""
         n_loop = next(self.internal)
         shared, self.exit = self.exit, FailureExit(f"fs_next_{n_loop}", f"fs_status_{n_loop}")
         own, self.in_parallel = self.exit, True
+        threads_size = self.rename(size_symbol(self.k.threads), env)
+        threads = self.cint(threads_size, ranges)
         try:
             i = self.namer.fresh(index)
-            inner_ranges = ranges.inside(index_symbol(i), n - 1)
-            lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges)
+            inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
+            inner_env = {**env, index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
+            lines = self.comm(body, scope(inner_env), inner_ranges)
         finally:
             self.exit, self.in_parallel = shared, False
+        if any(THREAD_C in line for line in lines):
+            lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();"] + lines
         if own.used:
             lines = ([f"int {own.status} = 0;"] + lines
                      + [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
                         f"    {shared.status} = {own.status};", "}"])
-        bound = self.cint(n, ranges)
-        loop = ["#pragma omp parallel for",
+        bound = strip_parentheses(self.cint(n, ranges))
+        loop = [f"#pragma omp parallel for num_threads({threads}) schedule(static) if({bound} > 1)",
                 f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
         if own.used:
             loop.append(f"if ({shared.status} != 0) goto {shared.label};")
             shared.used = True
         return loop
 
-    def _iterations_independent(self, body: p.Phrase, index: str) -> bool:
-        """No two iterations of a parfor with this body share storage.  DPIA's parfor bodies are
-        passive (each writes only its own element), so what remains is the scratch: in the arena
-        variant a region or a callee's scratch inside the body sits at the same offset in every
-        iteration unless that offset depends on the index (the DPS stage's per-iteration
-        regions).  Boehm's collector is not told about OpenMP threads: no allocation under gc."""
+    def _iterations_independent(self, body: p.Phrase) -> bool:
+        """No two threads running a parfor with this body share storage.  DPIA's parfor bodies
+        are passive (each writes only its own element), so what remains is the scratch: in the
+        arena variant a region or a callee's scratch inside the body sits at the same offset in
+        every thread unless that offset depends on the thread's number (the DPS stage's
+        per-thread slices).  Boehm's collector is not told about OpenMP threads: no allocation
+        under gc."""
         for c in p.walk(body):
             match c:
                 case p.New(_, _, _, offset) if offset is not None:
-                    if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, index)):
+                    if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, THREAD.name)):
                         return False
                 case p.CallCmd(fn, _, _, _, offset) | p.CallExp(fn, _, _, offset):
                     if self.options.allocation == "gc" and fn not in self.scratch_free:
                         return False
                     if (self.options.allocation == "arena" and fn not in self.scratch_free
-                            and not _mentions(offset, index)):
+                            and not _mentions(offset, THREAD.name)):
                         return False
         return True
 
@@ -296,6 +308,7 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
               " * 2 integer division by zero, 3 size constraint violated, 4 out of memory,",
               " * 5 integer conversion out of range (int() of a NaN, an infinity or a float outside int64). */",
               '#include "fsmooth_rt.h"']
+    header += ["#include <omp.h>"] if options.parallel else []
     header += ["", _GC_SUPPORT] if options.allocation == "gc" else []
     header += ["", "/* ---- exported functions */"]
     for e in emitters:
@@ -307,6 +320,8 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
         parts.append(f"/* ---- {e.k.name} */\n{e.definitions()}")
     source = "\n\n".join(parts) + "\n"
     cdef = "\n".join(line for e in emitters for line in e.prototypes(restrict=False)) + "\n"
+    if options.parallel:  # the Python runtime passes OpenMP's thread count (fsmooth.runtime)
+        cdef += "int omp_get_max_threads(void);\n"
     flags, libraries = [], []
     for wanted, (more_flags, more_libraries) in ((options.parallel, OPENMP), (options.allocation == "gc", BOEHM_GC)):
         if wanted:

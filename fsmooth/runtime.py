@@ -189,7 +189,9 @@ class Executable:
         self._scratch_bytes = getattr(lib, f"{symbol}_scratch_bytes")
         self._check_sizes = getattr(lib, f"{symbol}_check_sizes")
 
-        self._nparams = len(interface.params)
+        # a parallel kernel's last parameter, the thread count, is OpenMP's, not the caller's
+        self._max_threads = lib.omp_get_max_threads if interface.threads is not None else None
+        self._nparams = len(interface.params) - (interface.threads is not None)
         self._converters = tuple(
             array_converter(name, pname, ty) if rank(ty) else scalar_converter(name, pname, ty)
             for pname, ty in interface.params)
@@ -219,9 +221,11 @@ class Executable:
         if self._flatten is not None:
             args = self._flatten(args)
         if len(args) != self._nparams:
-            params = ", ".join(p for p, _ in self.interface.params)
+            params = ", ".join(p for p, _ in self.interface.params[:self._nparams])
             raise TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
                             f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
+        if self._max_threads is not None:
+            args = (*args, self._max_threads())
         from_buffer = self._ffi.from_buffer
         c_args = []
         for x, convert, buffer_type in zip(args, self._converters, self._buffer_types):
