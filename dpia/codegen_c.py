@@ -18,7 +18,9 @@ Allocation (``Options.allocation``): ``arena`` puts every region at its static o
 caller's scratch; ``malloc`` allocates each region at scope entry and frees it at scope exit,
 ``leaky`` never frees, ``gc`` takes it from Boehm's collector; the last three need no scratch, so
 their ``K_scratch_bytes`` is 0.  ``Options.parallel`` puts ``#pragma omp parallel for`` on each
-outermost ``parfor`` whose iterations share no storage (``_iterations_independent``).
+``parfor`` the DPS stage marked parallel (the outermost loops, ``fsmooth.dps.parallel``) whose
+threads share no storage (``_iterations_independent``), on at most the kernel's thread count of
+threads (its last parameter), each using the slice of the scratch its number selects.
 """
 from __future__ import annotations
 
