@@ -7,9 +7,10 @@ BA's inputs are made as ADBench's reader makes them (``ba.cpp``/``read_ba_instan
 one point, one weight and one feature, tiled; observation i is (i mod n, i mod m); here every
 copy is jittered a little, so no two are equal.  GMM's are ADBench's (uniform alphas, means,
 icf, points).  Each objective is compiled twice (``parallel=False``, ``parallel=True``), checked
-against the numpy oracle, then timed: a warm-up call, then ``--repeat`` calls, each timed alone
-with ``time.perf_counter``; the table shows medians (the machine is shared: the median ignores
-the calls another process slowed down).  The threads are OpenMP's (``OMP_NUM_THREADS``, else
+against the numpy oracle, then timed: a warm-up call each, then ``--repeat`` rounds of one
+sequential and one parallel call, each timed alone with ``time.perf_counter`` (taken in turns, so
+that both see the same load on a shared machine); the table shows medians (the median ignores the
+calls another process slowed down) and the median of the rounds' ratios.  The threads are OpenMP's (``OMP_NUM_THREADS``, else
 one per core).  Prints a table and writes ``results/parallel.json``.
 
     python benchmarks/parallel.py --write-c DIR   # the same without Python, for another machine
@@ -66,13 +67,16 @@ def close(got, expected, rtol: float) -> bool:
     return bool(np.allclose(got, expected, rtol=rtol, atol=0.0))
 
 
-def timings(kernel, args: tuple, repeat: int) -> list[float]:
-    kernel(*args)  # warm-up: the build, the plan, the scratch buffer
-    out = []
+def timings(kernels: tuple, args: tuple, repeat: int) -> list[list[float]]:
+    """Per kernel, the seconds of ``repeat`` calls, the kernels called in turns."""
+    for kernel in kernels:
+        kernel(*args)  # warm-up: the build, the plan, the scratch buffer
+    out: list[list[float]] = [[] for _ in kernels]
     for _ in range(repeat):
-        start = time.perf_counter()
-        kernel(*args)
-        out.append(time.perf_counter() - start)
+        for kernel, times in zip(kernels, out):
+            start = time.perf_counter()
+            kernel(*args)
+            times.append(time.perf_counter() - start)
     return out
 
 
@@ -126,17 +130,20 @@ def main(argv=None) -> int:
     for name, sizes, kernel, inputs, oracle, rtol in problems:
         expected = oracle(*inputs)
         row = {"objective": name, "sizes": sizes, "repeat": repeat}
-        for label, compiled in (("sequential", kernel), ("parallel", kernel.with_options(parallel=True))):
-            if not close(compiled(*inputs), expected, rtol):
+        compiled = {"sequential": kernel, "parallel": kernel.with_options(parallel=True)}
+        for label, k in compiled.items():
+            if not close(k(*inputs), expected, rtol):
                 print(f"{name} {label}: the result differs from numpy's", file=sys.stderr)
                 return 1
-            times = timings(compiled, inputs, repeat)
+        for (label, k), times in zip(compiled.items(), timings(tuple(compiled.values()), inputs, repeat)):
             row[label] = {"median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times),
-                          "scratch_bytes": compiled.scratch_bytes(*inputs)}
-        row["speedup"] = row["sequential"]["median_ms"] / row["parallel"]["median_ms"]
+                          "scratch_bytes": k.scratch_bytes(*inputs), "times_ms": [1e3 * t for t in times]}
+        row["speedup"] = statistics.median(s / p for s, p in zip(row["sequential"]["times_ms"],
+                                                                 row["parallel"]["times_ms"]))
         rows.append(row)
     threads = adbench_ba.weight_errors.with_options(parallel=True).executable()._max_threads()
-    print(f"OpenMP threads: {threads}; medians of {repeat} calls")
+    print(f"OpenMP threads: {threads}; medians of {repeat} calls each; speedup: the median of the "
+          f"{repeat} rounds' ratios")
     print(f"{'objective':<10} {'sizes':<26} {'sequential ms':>14} {'parallel ms':>12} {'speedup':>8} "
           f"{'scratch seq':>12} {'scratch par':>12}")
     for r in rows:

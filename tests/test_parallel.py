@@ -155,3 +155,20 @@ def test_scratch_formula_is_exact_symbolically():
     """No Max left where the thread count is at least one (the layout compares peaks with it)."""
     interface = compile_to_c(ml.softmax_rows.program(), PARALLEL).interfaces["softmax_rows"]
     assert not interface.scratch_formula.atoms(sympy.Max)
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+def test_benchmark_script_runs_and_writes_its_json_and_c(tmp_path, capsys):
+    import json
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import parallel as bench
+    assert bench.main(["--quick", "--repeat", "1", "--json", str(tmp_path / "p.json")]) == 0
+    rows = json.loads((tmp_path / "p.json").read_text())["rows"]
+    assert [r["objective"] for r in rows] == ["BA", "GMM"]
+    assert all(len(r[label]["times_ms"]) == 1 for r in rows for label in ("sequential", "parallel"))
+    assert "speedup" in capsys.readouterr().out
+    assert bench.main(["--quick", "--write-c", str(tmp_path / "c")]) == 0
+    assert "omp_get_thread_num()" in (tmp_path / "c" / "parallel" / "ba.c").read_text()
+    assert "omp" not in (tmp_path / "c" / "sequential" / "ba.c").read_text()
