@@ -21,7 +21,9 @@ Allocation (``Options.allocation``): ``arena`` puts every region at its static o
 caller's scratch; ``malloc`` allocates each region at scope entry and frees it at scope exit,
 ``leaky`` never frees, ``gc`` takes it from Boehm's collector; the last three need no scratch, so
 their ``K_scratch_bytes`` is 0.  ``Options.parallel`` puts ``#pragma omp parallel for`` on each
-outermost ``parfor`` whose iterations share no storage (``_iterations_independent``).
+``parfor`` the DPS stage marked parallel (the outermost loops, ``fsmooth.dps.parallel``) whose
+threads share no storage (``_iterations_independent``), on at most the kernel's thread count of
+threads (its last parameter), each using the slice of the scratch its number selects.
 """
 from __future__ import annotations
 
@@ -30,10 +32,12 @@ import re
 import sympy
 
 from fsmooth.artifact import CArtifact, result_components
+from fsmooth.dps.parallel import THREAD
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C_CHECKED, print_condition
+from fsmooth.shape.sizes import size_symbol
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
@@ -43,6 +47,7 @@ from .index_paths import BufferVariable, ScalarVariable, index_symbol
 
 # What a variant adds to the build: compiler flags and libraries (fsmooth.cache uses them).
 OPENMP = (("-fopenmp",), ("gomp",))
+THREAD_C = "fs_thread"  # the C of dps.parallel.THREAD: fs_ names are the runtime's, Namer gives none
 BOEHM_GC = ((), ("gc",))
 # Options.fastmath: reassociation, so that a floating-point reduction vectorises.  Not -ffast-math:
 # -ffinite-math-only would let the compiler assume no NaN or inf (isnan folded to false), so NaN
@@ -76,52 +81,61 @@ class CKernelEmitter(KernelEmitter):
             return super().region(cname, data, offset, body, env, ranges)
         return self._heap_region(cname, data, body, env, ranges)
 
-    def parfor_loop(self, index, n, body, env, ranges, scope) -> list[str]:
-        if self.options.parallel and not self.in_parallel and self._iterations_independent(body, index):
+    def parfor_loop(self, index, n, body, env, ranges, scope, parallel: bool = False) -> list[str]:
+        if parallel and self.options.parallel and not self.in_parallel and self._iterations_independent(body):
             return self._parallel_loop(index, n, body, env, ranges, scope)
         return super().parfor_loop(index, n, body, env, ranges, scope)
 
     def _parallel_loop(self, index, n, body, env, ranges, scope) -> list[str]:
-        """``#pragma omp parallel for``: a failing iteration records its status in its own
-        variable and skips to its end; the first failure any iteration reports wins."""
+        """``#pragma omp parallel for`` on at most the kernel's thread count of threads, scheduled
+        statically, each thread's number in ``fs_thread`` (the slice of the scratch its iterations
+        use, ``dps.parallel``); one iteration runs without a team.  A failing iteration records
+        its status in its own variable and skips to its end; the first failure any iteration
+        reports wins."""
         count: list = []
-        bound = self.checked_size(n, ranges, count)
+        bound = strip_parentheses(self.checked_size(n, ranges, count))
         n_loop = next(self.internal)
         shared, self.exit = self.exit, FailureExit(f"fs_next_{n_loop}", f"fs_status_{n_loop}")
         own, self.in_parallel = self.exit, True
+        threads_size = self.rename(size_symbol(self.k.threads), env)
+        threads = self.cint(threads_size, ranges)
         try:
             i = self.namer.fresh(index)
-            inner_ranges = ranges.inside(index_symbol(i), n - 1)
-            lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges)
+            inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
+            inner_env = {**env, index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
+            lines = self.comm(body, scope(inner_env), inner_ranges)
         finally:
             self.exit, self.in_parallel = shared, False
+        if any(THREAD_C in line for line in lines):
+            lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();"] + lines
         if own.used:
             lines = ([f"int {own.status} = 0;"] + lines
                      + [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
                         f"    {shared.status} = {own.status};", "}"])
-        loop = count + ["#pragma omp parallel for",
+        loop = count + [f"#pragma omp parallel for num_threads({threads}) schedule(static) if({bound} > 1)",
                 f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
         if own.used:
             loop.append(f"if ({shared.status} != 0) goto {shared.label};")
             shared.used = True
         return loop
 
-    def _iterations_independent(self, body: p.Phrase, index: str) -> bool:
-        """No two iterations of a parfor with this body share storage.  DPIA's parfor bodies are
-        passive (each writes only its own element), so what remains is the scratch: in the arena
-        variant a region or a callee's scratch inside the body sits at the same offset in every
-        iteration unless that offset depends on the index (the DPS stage's per-iteration
-        regions).  Boehm's collector is not told about OpenMP threads: no allocation under gc."""
+    def _iterations_independent(self, body: p.Phrase) -> bool:
+        """No two threads running a parfor with this body share storage.  DPIA's parfor bodies
+        are passive (each writes only its own element), so what remains is the scratch: in the
+        arena variant a region or a callee's scratch inside the body sits at the same offset in
+        every thread unless that offset depends on the thread's number (the DPS stage's
+        per-thread slices).  Boehm's collector is not told about OpenMP threads: no allocation
+        under gc."""
         for c in p.walk(body):
             match c:
                 case p.New(_, _, _, offset) if offset is not None:
-                    if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, index)):
+                    if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, THREAD.name)):
                         return False
                 case p.CallCmd(fn, _, _, _, offset) | p.CallExp(fn, _, _, offset):
                     if self.options.allocation == "gc" and fn not in self.scratch_free:
                         return False
                     if (self.options.allocation == "arena" and fn not in self.scratch_free
-                            and not _mentions(offset, index)):
+                            and not _mentions(offset, THREAD.name)):
                         return False
         return True
 
@@ -328,6 +342,7 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
               " * 5 integer conversion out of range (int() of a NaN, an infinity or a float outside int64),",
               " * 6 a size overflows int64. */",
               '#include "fsmooth_rt.h"']
+    header += ["#include <omp.h>"] if options.parallel else []
     header += ["", _GC_SUPPORT] if options.allocation == "gc" else []
     header += ["", "/* ---- exported functions */"]
     for e in emitters:
@@ -339,6 +354,8 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
         parts.append(f"/* ---- {e.k.name} */\n{e.definitions()}")
     source = "\n\n".join(parts) + "\n"
     cdef = "\n".join(line for e in emitters for line in e.prototypes(restrict=False)) + "\n"
+    if options.parallel:  # the Python runtime passes OpenMP's thread count (fsmooth.runtime)
+        cdef += "int omp_get_max_threads(void);\n"
     flags, libraries = [], []
     for wanted, (more_flags, more_libraries) in ((options.parallel, OPENMP), (options.allocation == "gc", BOEHM_GC),
                                                   (options.fastmath, FASTMATH)):

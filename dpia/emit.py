@@ -399,13 +399,13 @@ class KernelEmitter:
                 checks = []
                 n = self.index(count, env, ranges, checks)
                 return checks + self.loop(index, n, body, env, ranges)
-            case p.ParFor(size, acc, index, out, elem, body):
+            case p.ParFor(size, acc, index, out, elem, body) as c:
                 n = self.rename(size, env)
                 loop_var = p.Ident(index, p.ExpT(p.IdxT(size)))
 
                 def with_out(inner: dict) -> dict:
                     return {**inner, out: Alias(p.Idx(acc, loop_var, elem, size), inner)}
-                return self.parfor_loop(index, n, body, env, ranges, with_out)
+                return self.parfor_loop(index, n, body, env, ranges, with_out, c.parallel)
             case p.IfCmd(cond, then, orelse):
                 checks = []
                 text = self.exp(cond, env, ranges, checks)
@@ -472,8 +472,9 @@ class KernelEmitter:
         where = self.cint(self.rename(offset, env), ranges)
         return [f"{t} *{cname} = ({t} *)((char *)scratch + {where});"] + self.comm(body, env, ranges)
 
-    def parfor_loop(self, index, n, body, env, ranges, scope) -> list[str]:
-        """The loop of a ``parfor``; ``scope`` adds the element acceptor to the body's environment."""
+    def parfor_loop(self, index, n, body, env, ranges, scope, parallel: bool = False) -> list[str]:
+        """The loop of a ``parfor``; ``scope`` adds the element acceptor to the body's environment;
+        ``parallel``: the DPS build's mark (``dps.parallel``), which a back end with threads uses."""
         return self.loop(index, n, body, env, ranges, scope=scope)
 
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
@@ -499,7 +500,7 @@ class KernelEmitter:
         return KernelInterface(k.name, self.symbol, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
                                constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
-                               tuple(dict.fromkeys(self.range_checks)))
+                               tuple(dict.fromkeys(self.range_checks)), k.threads)
 
 
 def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges) -> bool:

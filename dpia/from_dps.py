@@ -162,7 +162,7 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             assert isinstance(data, p.Arr), data
             size = sympy.sympify(size)
             inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(size))))
-            return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy)
+            return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy, t.parallel)
         case d.Ifold(_, state, index, body, init, count, _, buffers):
             return _ifold(state, index, body, init, count, buffers, data, env)
         case d.Copy(_, src, count, elem):

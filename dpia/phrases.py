@@ -234,6 +234,7 @@ class Build(Phrase):
     body: Phrase
     elem: Data
     strategy: object = None  # fsmooth.strategies.Strategy (OpenCL), None: the default
+    parallel: bool = False  # the DPS build's: the C runs its iterations on threads (dps.parallel)
 
 
 @dataclass(frozen=True)
@@ -361,6 +362,7 @@ class ParFor(Phrase):
     # fsmooth.strategies.Strategy of the build (OpenCL: parforGlobal/Workgroup/Local or for);
     # None: the default strategy.  The C back end ignores it.
     strategy: object = None
+    parallel: bool = False  # the build's: an OpenMP loop in C (dps.parallel)
 
 
 @dataclass(frozen=True)
@@ -600,6 +602,7 @@ class ImperativeKernel:
     scratch: sympy.Expr
     functional: Phrase  # exp[δ]: the body before the translation
     body: Phrase  # comm: A(functional)(dest)
+    threads: str | None = None  # the DPS kernel's thread-count parameter (dps.parallel)
 
 
 @dataclass(frozen=True)

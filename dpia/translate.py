@@ -35,7 +35,7 @@ def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKe
     body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
                               tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
-                              sympy.sympify(k.scratch), functional, body)
+                              sympy.sympify(k.scratch), functional, body, k.threads)
 
 
 class Translation:
@@ -124,7 +124,7 @@ def _con_idx(t: Translation, e: p.Idx, k: Cont) -> p.Phrase:
 def _acc_build(t: Translation, e: p.Build, a: p.Phrase) -> p.Phrase:
     """A(build n f)(A) = parfor n A (λ i o. A(f i)(o))."""
     o = t.names.fresh("o")
-    return p.ParFor(e.size, a, e.index, o, e.elem, t.acc(e.body, p.Ident(o, p.AccT(e.elem))))
+    return p.ParFor(e.size, a, e.index, o, e.elem, t.acc(e.body, p.Ident(o, p.AccT(e.elem))), parallel=e.parallel)
 
 
 def _con_build(t: Translation, e: p.Build, k: Cont) -> p.Phrase:

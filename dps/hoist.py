@@ -9,45 +9,56 @@ allocs of the body; applied bottom-up, a region in nested loops floats out of al
 
 A sequential loop (an ifold, or a build that is not parallel) shares the one region among
 its iterations: what an iteration keeps in it is dead when the iteration ends (its result is
-in the build's element or the ifold's state).  A parallel build's iterations run at once, so
-a region hoisted out of it holds one copy per iteration, ``count × n`` elements, iteration
-``i`` using ``Offset(r, i × count)``: DPIA §6.4 hoists ``new`` out of ``parfor`` the same way.
-The two buffers of an array-state ifold are named by the ifold rather than ref'd, so they
-cannot be given an offset: they stay in a parallel build's body, where the layout gives each
-iteration a frame of its own.
+in the build's element or the ifold's state).  A parallel build's threads run at once, so a
+region hoisted out of it holds one copy per thread, each ``count`` elements padded to whole cache
+lines, ``threads`` of them (the kernel's thread count), the thread numbered ``THREAD`` using
+``Offset(r, THREAD × slice)`` for each of
+its iterations in turn (``dps.parallel``): DPIA §6.4 hoists ``new`` out of ``parfor`` the same
+way, per work-item.  The two buffers of an array-state ifold are named by the ifold rather than
+ref'd, so they cannot be given an offset: they stay in a parallel build's body, where the
+layout gives each thread a frame of its own.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+import sympy
+
 from fsmooth.shape.sizes import size_symbol
+from fsmooth.types import BYTES
 
 from . import ir
+from .parallel import THREAD, thread_slice
 from .terms import ifold_buffers, rebase
 
 
-def hoist_allocs(t: ir.Term, sizes: frozenset[str]) -> ir.Term:
+def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) -> ir.Term:
     """``t`` with every alloc whose size is over ``sizes`` (the kernel's size symbols) out of
-    the loops around it."""
-    t = ir.map_children(lambda u: hoist_allocs(u, sizes), t)
+    the loops around it; ``threads``: the kernel's thread count, where it has parallel builds."""
+    t = ir.map_children(lambda u: hoist_allocs(u, sizes, threads), t)
     if not isinstance(t, (ir.Build, ir.Ifold)):
         return t
     parallel = isinstance(t, ir.Build) and t.parallel
     body, lifted = _float(t.body, sizes, ifold_buffers(t.body) if parallel else frozenset())
     if parallel:
         for a in lifted:
-            body = rebase(body, a.region, ir.RVar(a.region), size_symbol(t.index) * a.count)
-        lifted = [_per_iteration(a, t) for a in lifted]
+            body = rebase(body, a.region, ir.RVar(a.region), THREAD * _slice_elems(a))
+        lifted = [_per_thread(a, size_symbol(threads)) for a in lifted]
     loop: ir.Term = replace(t, body=body)
     for a in reversed(lifted):
         loop = replace(a, body=loop)
     return loop
 
 
-def _per_iteration(a: ir.Alloc, build: ir.Build) -> ir.Alloc:
-    """The region ``a`` once for each iteration of ``build``, side by side."""
-    dims = None if a.dims is None else (build.size, *a.dims)
-    return replace(a, count=a.count * build.size, dims=dims)
+def _per_thread(a: ir.Alloc, threads: sympy.Symbol) -> ir.Alloc:
+    """The region ``a`` once for each of ``threads`` threads, side by side, each on cache lines
+    of its own (the last one unpadded; no dims: padding is not part of a value)."""
+    return replace(a, count=_slice_elems(a) * (threads - 1) + a.count, dims=None)
+
+
+def _slice_elems(a: ir.Alloc) -> sympy.Expr:
+    """The elements of one thread's copy of region ``a``: whole cache lines (``thread_slice``)."""
+    return thread_slice(a.count * BYTES[a.elem]) / BYTES[a.elem]
 
 
 def _float(t: ir.Term, sizes: frozenset[str], fixed: frozenset[str]) -> tuple[ir.Term, list[ir.Alloc]]:

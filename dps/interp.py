@@ -8,8 +8,10 @@ region (or parameter, or destination) it goes through, so a wrong offset or size
 the DPS stage left unchecked must be in range (else ``AssertionError``: a constraint is
 missing); checked ones raise ``IndexError`` like the generated code's status 1.  Kernel
 constraints are evaluated at every kernel entry (``ValueError``).  While a parallel build
-runs, an arena byte that one of its iterations writes and another one reads or writes is an
-``AssertionError``: concurrent iterations would race on it in the generated C.
+runs, an arena byte that one of its threads writes and another one reads or writes is an
+``AssertionError``: concurrent threads would race on it in the generated C.  The iterations are
+dealt to the threads as OpenMP's static schedule deals them (``dps.parallel.static_thread``);
+the thread count of a parallel program is ``run_kernel``'s ``threads``.
 ``Run.high_water`` is the measured peak, to compare with the computed ``Kernel.scratch``.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fsmooth.runtime import assemble
 
 from . import ir
 from .layout import region_bytes
+from .parallel import THREAD, static_thread
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,17 @@ class ArrayVal:
 
 
 class _Concurrent:
-    """The arena bytes the iterations of one running parallel build have touched."""
+    """The arena bytes the threads of one running parallel build have touched."""
 
     def __init__(self):
-        self.iteration = 0
-        self.writer: dict = {}  # byte -> the iteration that wrote it
-        self.reader: dict = {}  # byte -> the iteration that read it, or None once several did
+        self.iteration = 0  # the thread running (``dps.parallel.static_thread``)
+        self.writer: dict = {}  # byte -> the thread that wrote it
+        self.reader: dict = {}  # byte -> the thread that read it, or None once several did
 
     def touch(self, nbyte: int, writing: bool):
         k = self.iteration
         shared = self.writer.get(nbyte, k) != k or writing and self.reader.get(nbyte, k) != k
-        assert not shared, f"arena byte {nbyte} is shared by concurrent iterations of a parallel build"
+        assert not shared, f"arena byte {nbyte} is shared by concurrent threads of a parallel build"
         if writing:
             self.writer[nbyte] = k
         else:
@@ -178,9 +181,12 @@ class _Frame:
                 concurrent = _Concurrent()
                 if parallel:
                     self.arena.concurrent.append(concurrent)
-                for k in range(self.num(n)):
-                    self.env[i] = concurrent.iteration = k
-                    self.sizes[i] = k
+                trips = self.num(n)
+                for k in range(trips):
+                    self.env[i] = self.sizes[i] = k
+                    if parallel:  # the C runs the iterations of a thread in turn, the threads at once
+                        thread = static_thread(k, trips, self.sizes[self.kernel.threads])
+                        concurrent.iteration = self.sizes[THREAD.name] = thread
                     value = self.run(body)
                     if not isinstance(elem_ty, ArrayT):
                         self.arena.store(out.plus(k * BYTES[elem_ty]), elem_ty, value)
@@ -314,10 +320,13 @@ class Run:
     scratch: int  # Kernel.scratch at these sizes: the arena's exact size
 
 
-def run_kernel(program: ir.Program, name: str, args: list) -> Run:
-    """Run kernel ``name`` on numpy arrays / Python scalars, as the generated C would."""
+def run_kernel(program: ir.Program, name: str, args: list, threads: int = 2) -> Run:
+    """Run kernel ``name`` on numpy arrays / Python scalars, as the generated C would, on
+    ``threads`` threads where the program is parallel (its kernels' last argument)."""
     k = program.kernels[name]
     args = flatten_tuples(args)  # a tuple parameter is passed as its components
+    if k.threads is not None:
+        args = [*args, threads]
     values = []
     sizes: dict = {}
     for (pname, ty, dims), a in zip(k.params, args):

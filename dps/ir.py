@@ -32,8 +32,8 @@ Terms:
       array element type, body writes its result into Offset(dest, i * elem_count) itself
       (its destination refs say so).  Iterations are independent (parfor).  ``parallel``: the
       back end runs the iterations concurrently (``#pragma omp parallel for``), so no arena
-      byte may be written by two iterations: the layout gives each iteration a frame of its own
-      (see ``dps.parallel``).
+      byte may be written by two threads: the layout gives each thread a frame of its own, at
+      an offset over the thread's number ``thread∥`` (see ``dps.parallel``).
   Ifold(dest, state, index, body, init, count, ty, buffers)
       ifold (λ s i. body) init count, result into dest.  Scalar state: buffers is None, body and
       init are scalar terms.  Array state: buffers = (b0, b1), two regions each holding one
@@ -60,7 +60,7 @@ Refs:
 A tuple-state ifold's ``buffers`` mirror its state's type: per component a pair of regions
 (an array), None (a scalar, kept in two C variables by the back end), or the entry of a tuple.
 
-A DPS kernel: Kernel(name, dest, params, result, result_dims, body, sizes, constraints, scratch)
+A DPS kernel: Kernel(name, dest, params, result, result_dims, body, sizes, constraints, scratch, threads)
   - params: (name, type, dims) with dims a tuple of sympy Symbols for array params, () else
   - sizes: the size symbols of the kernel (array dims and Card parameters), in C order
   - constraints: SizeConstraint(cond, param, message): sympy relations over the sizes that
@@ -265,6 +265,8 @@ class Kernel:
     sizes: tuple  # sympy Symbols
     constraints: tuple = ()  # SizeConstraint
     scratch: sympy.Expr = sympy.Integer(0)
+    # The thread-count parameter (the last, a Card) of a kernel of a parallel program (dps.parallel)
+    threads: str | None = None
 
 
 @dataclass(frozen=True)
@@ -319,8 +321,9 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
                 inner_vars = variables | {name}
             case Alloc(region):
                 inner_regions = regions | {region}
-            case Build(index=index):
-                inner_vars = variables | {index}
+            case Build(index=index, parallel=parallel):
+                # the number of the running thread (dps.parallel.THREAD) in a parallel build
+                inner_vars = variables | {index} | ({"thread∥"} if parallel else set())
             case Ifold(state=state, index=index, body=body) if child is body:
                 inner_vars, inner_states = variables | {state, index}, states | {state}
         _check(child, inner_vars, inner_regions, inner_states, program, kernel)

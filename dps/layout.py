@@ -5,8 +5,11 @@ exactly those of the enclosing allocs: the offset of a region is the sum of thei
 (each rounded up to ``ALIGN``), a callee's scratch starts at the top of the stack at the
 call, and the peak of a kernel is the largest top over all points -- a sympy ``Max``
 over branches and sequential parts.  Sequential loop bodies reuse one place per iteration;
-each iteration of a parallel build has a frame of its own (the body's peak, a multiple of
-``ALIGN``), side by side, so no arena byte is shared by concurrent iterations.
+each thread of a parallel build has a frame of its own (the body's peak, rounded up to whole
+cache lines), side by side, which its iterations reuse one after another, so no arena byte is
+shared by concurrent iterations (``dps.parallel``): the peak is the kernel's thread count less
+one times the frame, plus the body's peak (the last frame needs no padding), not the build's
+trip count times it.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from fsmooth.types import BYTES, Card
 from fsmooth.shape.sizes import size_symbol
 
 from . import ir
+from .parallel import THREAD, thread_slice
 
 
 def region_bytes(elem, count) -> sympy.Expr:
@@ -53,6 +57,10 @@ class _Scope:
 
     def __init__(self, kernel: ir.Kernel, kernels: dict):
         self.kernels = kernels
+        # The thread count less one, as a symbol of its own while the peaks are compared: it is
+        # nonnegative (the thread count is at least 1), which ``at_least`` can then see.
+        self.threads = None if kernel.threads is None else size_symbol(kernel.threads)
+        self.other_threads = None if kernel.threads is None else size_symbol(f"{kernel.threads}−1")
         self.dims = {n: d for n, _, d in kernel.params if d}
         self.cards = {n: sympy.Symbol(n, integer=True, nonnegative=True) for n, t, d in kernel.params
                       if t == Card}
@@ -94,10 +102,12 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             b2, p2 = _layout(b, top, scope)
             return ir.If(c, a2, b2, ty), _max(p1, p2)
         case ir.Build(_, n, i, body, _, True):
-            # concurrent iterations: iteration i gets its own frame, the body's peak above top
-            _, frame = _layout(body, sympy.Integer(0), scope)
-            body2, _ = _layout(body, top + size_symbol(i) * frame, scope)
-            return replace(t, body=body2), top + n * frame
+            # concurrent iterations: each thread gets its own frame, the body's peak above top
+            _, peak = _layout(body, sympy.Integer(0), scope)
+            frame = thread_slice(peak)
+            body2, _ = _layout(body, top + THREAD * frame, scope)
+            # the last thread's slice needs no padding after it
+            return replace(t, body=body2), top + scope.other_threads * frame + peak
         case ir.Build(_, _, _, body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak
@@ -112,8 +122,11 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
 
 def layout_kernel(k: ir.Kernel, kernels: dict) -> ir.Kernel:
     """``k`` with its offsets and scratch; ``kernels`` holds its callees, already laid out."""
-    body, peak = _layout(k.body, sympy.Integer(0), _Scope(k, kernels))
-    return ir.Kernel(k.name, k.dest, k.params, k.result, k.result_dims, body, k.sizes, k.constraints, peak)
+    scope = _Scope(k, kernels)
+    body, peak = _layout(k.body, sympy.Integer(0), scope)
+    if scope.threads is not None:
+        peak = peak.xreplace({scope.other_threads: scope.threads - 1})
+    return replace(k, body=body, scratch=peak)
 
 
 def layout_program(p: ir.Program) -> ir.Program:

@@ -1,19 +1,128 @@
-"""Which builds run their iterations concurrently (``options.parallel``).
+"""Which builds run their iterations concurrently (``options.parallel``), and on how many threads.
 
-A build not nested in another build of its kernel is parallel: the back end puts
-``#pragma omp parallel for`` on it.  Builds inside it run sequentially within one of its
-iterations.  The flag decides the memory layout (``dps.hoist``, ``dps.layout``): storage
-used inside a parallel build is private to an iteration, never shared.
+Only the outermost loop runs in parallel: a build not nested in another loop of its kernel (a
+build, or the body of an ifold) is parallel (the back end puts ``#pragma omp parallel for`` on
+it), unless its kernel is itself called from inside a parallel build or an ifold's body (or
+from such a kernel).  Such a loop runs once per iteration of an outer loop, and an OpenMP
+region around it would be started as often: that costs microseconds each time (for a nested
+region too, which runs on one thread), far more than the few iterations of an inner loop
+(GMM's builds over the components inside its fold over the points; BA's 3-vectors inside its
+build over the observations).  A loop of a known small trip count (``MIN_PARALLEL_TRIPS``) is
+not worth a team either: it stays sequential, and the loops inside it are the outermost.
+
+The number of threads is an argument of every kernel of a parallel program, its thread-count
+parameter (``Kernel.threads``, a Card, the last parameter): the memory of a call is known
+before the call, so the scratch formula is over it.  Storage used inside a parallel build is
+private to a thread, never shared: each thread has a slice of the build's scratch (the body's
+peak, ``dps.layout``; a region hoisted out of the body, ``dps.hoist``), the one of number
+``THREAD``; a thread runs its iterations one after another (a static schedule), reusing it.
+A call inside a parallel build (or an ifold's body) runs on one thread: it is passed 1 as its
+thread count.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+import sympy
+from fsmooth.core import Lit, Var
+from fsmooth.names import NameSupply
+from fsmooth.shape.sizes import size_symbol
+from fsmooth.types import Card
+
 from . import ir
+from .terms import names_used
+
+# The number of the thread running an iteration of a parallel build, 0 .. threads - 1: a name no
+# F̃ program can use (∥ is not a Python identifier character).
+THREAD = sympy.Symbol("thread∥", integer=True, nonnegative=True)
+
+# A loop of fewer iterations than this, known at compile time, is not worth a team of threads
+# (starting one costs microseconds): it stays sequential.  A trip count known only at run time
+# is decided there (the C's ``if`` clause: a single iteration runs without a team).
+MIN_PARALLEL_TRIPS = 64
+
+# Each thread's slice starts on its own cache line (a multiple of these bytes): slices that
+# shared a line would have two cores writing it in turn at every iteration (false sharing).
+CACHE_LINE = 64
+
+
+def thread_slice(nbytes: sympy.Expr) -> sympy.Expr:
+    """The bytes of one thread's slice holding ``nbytes``: rounded up to whole cache lines."""
+    return CACHE_LINE * sympy.ceiling(nbytes / CACHE_LINE)
+
+
+def parallelise(p: ir.Program) -> ir.Program:
+    """``p`` with the outermost builds of its outermost kernels marked parallel and a thread
+    count parameter on every kernel, passed on by every call."""
+    nested: set[str] = set()
+    kernels: dict = {}
+    threads = {name: _threads_name(k) for name, k in p.kernels.items()}
+    for name in reversed(list(p.kernels)):  # callers first: a kernel's callers are decided before it
+        k = p.kernels[name]
+        body = k.body if name in nested else mark_parallel(k.body)
+        nested |= _called_in_loops(body, inside=name in nested)
+        body = _pass_threads(body, Var(threads[name], Card), inside=False)
+        n_threads = size_symbol(threads[name])
+        kernels[name] = replace(k, body=body, params=(*k.params, (threads[name], Card, ())),
+                                sizes=(*k.sizes, n_threads), threads=threads[name],
+                                constraints=(*k.constraints, ir.SizeConstraint(
+                                    n_threads >= 1, threads[name], f"{threads[name]} must be at least 1")))
+    return ir.Program({name: kernels[name] for name in p.kernels}, p.entry)
 
 
 def mark_parallel(t: ir.Term) -> ir.Term:
-    """``t`` with its outermost builds marked parallel."""
-    if isinstance(t, ir.Build):
-        return replace(t, parallel=True)
+    """``t`` with its outermost builds marked parallel, none in an ifold's body (its init runs
+    once), and none of a known trip count below ``MIN_PARALLEL_TRIPS`` (a 3-vector), which stays
+    a sequential loop around its inner builds."""
+    match t:
+        case ir.Build(size=n) if not (n.is_number and n < MIN_PARALLEL_TRIPS):
+            return replace(t, parallel=True)
+        case ir.Ifold(init=init):
+            return replace(t, init=mark_parallel(init))
     return ir.map_children(mark_parallel, t)
+
+
+def _threads_name(k: ir.Kernel) -> str:
+    """``nthreads``, or a numbered form where the kernel already has a variable of that name."""
+    taken = {n for n, _, _ in k.params} | {s.name for s in k.sizes} | names_used(k.body)
+    for u in ir.walk(k.body):
+        match u:
+            case ir.Let(name=name) | ir.Build(index=name):
+                taken.add(name)
+            case ir.Ifold(state=state, index=index):
+                taken |= {state, index}
+    return NameSupply(taken).fresh("nthreads")
+
+
+def _called_in_loops(t: ir.Term, inside: bool) -> set[str]:
+    """The kernels ``t`` calls inside a parallel build or an ifold's body (every one, where ``t``
+    is ``inside`` one)."""
+    match t:
+        case ir.Call(fn) if inside:
+            return {fn}
+        case ir.Build(parallel=True):
+            inside = True
+        case ir.Ifold(body=body, init=init):
+            return _called_in_loops(body, True) | _called_in_loops(init, inside)
+    return set().union(*(_called_in_loops(c, inside) for c in ir.children(t)))
+
+
+def _pass_threads(t: ir.Term, threads: Var, inside: bool) -> ir.Term:
+    """``t`` with every call given its thread count: the caller's, or 1 inside a parallel build or
+    an ifold's body (where the callee's loops are not parallel, ``_called_in_loops``)."""
+    match t:
+        case ir.Call(args=args):
+            return replace(t, args=(*args, Lit(1, Card) if inside else threads))
+        case ir.Build(parallel=True):
+            inside = True
+        case ir.Ifold(body=body, init=init):
+            return replace(t, body=_pass_threads(body, threads, True), init=_pass_threads(init, threads, inside))
+    return ir.map_children(lambda u: _pass_threads(u, threads, inside), t)
+
+
+def static_thread(iteration: int, trips: int, threads: int) -> int:
+    """The thread that runs ``iteration`` of a loop of ``trips`` under OpenMP's static schedule
+    as libgomp deals it: one block of consecutive iterations per thread, the first
+    ``trips % threads`` blocks one longer (the interpreter's model of the C)."""
+    q, r = divmod(trips, threads)
+    return iteration // (q + 1) if iteration < r * (q + 1) else r + (iteration - r * (q + 1)) // q

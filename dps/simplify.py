@@ -2,7 +2,8 @@
 
 Each local rule is a function from a term to its rewrite, or None where it does not apply;
 ``simplify_allocs`` applies ``RULES`` bottom-up until none applies.  Then, as the options
-ask: the outermost builds are marked parallel (``dps.parallel``), allocs are hoisted out of
+ask: the outermost builds are marked parallel and every kernel given a thread count
+(``dps.parallel``), allocs are hoisted out of
 loops (``dps.hoist``) and consecutive allocs merged (``dps.merge``); last, the regions are
 laid out again (offsets and scratch shrink with every removed region).
 """
@@ -19,7 +20,7 @@ from . import ir
 from .hoist import hoist_allocs
 from .layout import layout_program
 from .merge import merge_allocs
-from .parallel import mark_parallel
+from .parallel import parallelise
 from .terms import ifold_buffers, map_refs, names_used, regions_used
 
 
@@ -93,11 +94,10 @@ def rewrite(t: ir.Term) -> ir.Term:
 
 
 def simplify_kernel(k: ir.Kernel, options: Options) -> ir.Kernel:
-    body = rewrite(k.body)
-    if options.parallel:
-        body = mark_parallel(body)
+    """Hoisting and merging of allocs in ``k``, after the rules."""
+    body = k.body
     if options.hoist_allocs:
-        body = hoist_allocs(body, frozenset(s.name for s in k.sizes))
+        body = hoist_allocs(body, frozenset(s.name for s in k.sizes), k.threads)
     if options.merge_allocs:
         body = merge_allocs(body, frozenset(ifold_buffers(body)))
     return replace(k, body=body)
@@ -105,5 +105,8 @@ def simplify_kernel(k: ir.Kernel, options: Options) -> ir.Kernel:
 
 def simplify_allocs(p: ir.Program, options: Options = Options()) -> ir.Program:
     """The rules of Fig. 9 on every kernel, then the layout of its regions (``Kernel.scratch``)."""
+    p = ir.Program({name: replace(k, body=rewrite(k.body)) for name, k in p.kernels.items()}, p.entry)
+    if options.parallel:  # a decision over the call graph: which kernels run inside a parallel loop
+        p = parallelise(p)
     kernels = {name: simplify_kernel(k, options) for name, k in p.kernels.items()}
     return layout_program(ir.Program(kernels, p.entry))

@@ -24,6 +24,8 @@ array) or at one scalar.  ``<sizes>``: the kernel's size symbols in ``KernelInte
 order, each an ``int64_t``.  ``K`` returns one of ``STATUS`` (0 = ok); it never writes outside
 ``out`` and ``scratch[0 : K_scratch_bytes(...)]``.  The variants that take their regions from the
 heap (``Options.allocation`` other than ``arena``) need no scratch: ``K_scratch_bytes`` is 0.
+A kernel compiled with ``Options.parallel`` has one more parameter, the last, ``int64_t nthreads``
+(``KernelInterface.threads``, a size like a Card's): the most threads it runs on, at least 1.
 """
 from __future__ import annotations
 
@@ -86,6 +88,9 @@ class KernelInterface:
     scratch_formula: sympy.Expr  # the scratch bytes of one call, over the size symbols
     result_dims: tuple  # sympy.Expr per result dim, over the size symbols (a tuple: per component)
     range_checks: tuple = ()  # RangeCheck per checked read of the generated code, in the order written
+    # A parallel kernel's last parameter, a Card: the most threads a call runs on (its scratch is
+    # one slice per thread, fsmooth.dps.parallel); the Python runtime passes OpenMP's thread count.
+    threads: str | None = None
 
     @property
     def outputs(self) -> list:

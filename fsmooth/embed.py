@@ -199,7 +199,9 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "",
         f"Build: cc {' '.join(flags['cflags'])} -c {name}.c  (with {' and '.join(C_HEADERS)} beside it); "
         f"link with {' '.join(flags['libs'])}.",
-        *(["Parallel: the outermost parallel loops carry `#pragma omp parallel for` (-fopenmp)."]
+        *(["Parallel: the outermost parallel loops carry `#pragma omp parallel for` (-fopenmp).  Every",
+           "kernel takes a last argument `nthreads` (at least 1; e.g. omp_get_max_threads()): the most",
+           "threads a call uses.  Its scratch is one slice per thread, so K_scratch_bytes takes it too."]
           if options.parallel else []),
     ]
 
@@ -248,6 +250,9 @@ def _header(name: str, source_file: str, artifact: CArtifact, kernels: dict[str,
             f"const char *{name}_status_message(int status);", "",
             "/* Every region of the scratch arena starts on this boundary. */",
             f"#define {prefix}_SCRATCH_ALIGN {ALIGN}"]
+    if options.parallel:
+        out += ["", "/* Compiled with --parallel: every kernel's last argument is its thread count, nthreads. */",
+                f"#define {prefix}_PARALLEL 1"]
     for interface in interfaces:
         decl = _declarations(interface, artifact.cdef)
         kernel = kernels.get(interface.name)

@@ -197,7 +197,9 @@ class Executable:
         self._scratch_bytes = getattr(lib, f"{symbol}_scratch_bytes")
         self._check_sizes = getattr(lib, f"{symbol}_check_sizes")
 
-        self._nparams = len(interface.params)
+        # a parallel kernel's last parameter, the thread count, is OpenMP's, not the caller's
+        self._max_threads = lib.omp_get_max_threads if interface.threads is not None else None
+        self._nparams = len(interface.params) - (interface.threads is not None)
         self._converters = tuple(
             array_converter(name, pname, ty) if rank(ty) else scalar_converter(name, pname, ty)
             for pname, ty in interface.params)
@@ -234,6 +236,8 @@ class Executable:
             args = self._flatten(args)
         if len(args) != self._nparams:
             raise self._arity_error(args)
+        if self._max_threads is not None:
+            args = (*args, self._max_threads())
         from_buffer = self._ffi.from_buffer
         c_args = []
         for x, convert, buffer_type in zip(args, self._converters, self._buffer_types):
@@ -247,7 +251,7 @@ class Executable:
         return c_args
 
     def _arity_error(self, args: tuple) -> TypeError:
-        params = ", ".join(p for p, _ in self.interface.params)
+        params = ", ".join(p for p, _ in self.interface.params[:self._nparams])
         return TypeError(f"{self.interface.name}({params}) takes {self._nparams} argument"
                          f"{'' if self._nparams == 1 else 's'}, got {len(args)}")
 
@@ -386,6 +390,12 @@ def call_function(executable: Executable, reference: tuple | None = None):
     c_args, dims_of = [], {}
     for k, ((pname, ty), convert, buffer_type) in enumerate(
             zip(interface.params, executable._converters, executable._buffer_types)):
+        if k == executable._nparams:  # a parallel kernel's thread count, OpenMP's (``_max_threads``)
+            env["max_threads"] = executable._max_threads
+            lines.append("    threads = max_threads()")
+            c_args.append("threads")
+            dims_of[(pname, None)] = "threads"
+            continue
         a = names[k]
         env[f"convert{k}"] = convert
         if buffer_type is None:

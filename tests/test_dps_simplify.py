@@ -18,6 +18,7 @@ from corpus.linalg import vector_add, vector_norm, vector_smul
 from fsmooth.dps import ir
 from fsmooth.dps.interp import run_kernel
 from fsmooth.dps.layout import region_bytes
+from fsmooth.dps.parallel import THREAD, thread_slice
 from fsmooth.dps.show import show_kernel
 from fsmooth.dps.simplify import simplify_allocs
 from fsmooth.dps.terms import names_used
@@ -25,6 +26,7 @@ from fsmooth.dps.translate import dps_program
 from fsmooth import Array, Card, Double, Index, build, core, ifold, length
 from fsmooth.options import Options
 from fsmooth.anf import anf_program
+from fsmooth.shape.sizes import size_symbol
 from fsmooth.shape.translate import shape_program
 from test_corpus import CASES, arguments, assert_close
 
@@ -79,17 +81,20 @@ CASE_IDS = [f"{c.kernel.name}-{i}" for i, c in enumerate(DOUBLE_CASES)]
 @pytest.mark.parametrize("case", DOUBLE_CASES, ids=CASE_IDS)
 def test_scratch_is_the_measured_peak(case, options):
     """The interpreter's result is the reference's, no access leaves its region, no arena byte
-    is shared by concurrent iterations, and the computed scratch is the peak the arena reaches:
-    at every size, by the input that takes the heaviest branch (the zero-angle branch of
-    Rodrigues' formula needs less, so among inputs of one size the largest peak counts)."""
+    is shared by concurrent threads (three of them, in parallel mode), and the computed scratch
+    is the peak the arena reaches: at every size, by the input that takes the heaviest branch
+    (the zero-angle branch of Rodrigues' formula needs less, so among inputs of one size the
+    largest peak counts), on one thread (on three, a loop of fewer trips leaves slices unused)."""
     program = dps_of(case.kernel, options)
     peaks: dict = {}
     for variant in case.variants:
         args = arguments(case, variant)
         expected = core.run_kernel(case.kernel.program(), case.kernel.name, list(args))
-        run = run_kernel(program, case.kernel.name, list(args))
-        assert_close(run.result, expected, rtol=1e-12, atol=1e-12)
-        assert run.high_water <= run.scratch
+        for threads in (1, 3) if options.parallel else (1,):
+            run = run_kernel(program, case.kernel.name, list(args), threads)
+            assert_close(run.result, expected, rtol=1e-12, atol=1e-12)
+            assert run.high_water <= run.scratch
+        run = run_kernel(program, case.kernel.name, list(args), threads=1)
         peaks[run.scratch] = max(peaks.get(run.scratch, 0), run.high_water)
     assert all(measured == scratch for scratch, measured in peaks.items()), peaks
 
@@ -144,56 +149,64 @@ def test_hoisting_makes_the_peak_reached_even_when_the_loop_never_runs(rng):
     assert kept.high_water == 0 < kept.scratch
 
 
-def test_a_region_hoisted_out_of_a_parallel_build_has_one_part_per_iteration(rng):
+def test_a_region_hoisted_out_of_a_parallel_build_has_one_part_per_thread(rng):
+    """Per thread, not per iteration: the scratch grows with the thread count, not the rows; each
+    thread's part starts on a cache line of its own (the last one unpadded)."""
     program = dps_of(row_norms_scaled, Options(parallel=True))
     k = program.kernels["row_norms_scaled"]
     (region,) = allocs(k.body)
     outer = next(u for u in ir.walk(k.body) if isinstance(u, ir.Build))
     assert outer.parallel and loops_around(k.body, region.region) == ()
-    rows, cols = k.sizes
-    assert sympy.simplify(region.count - rows * cols) == 0
-    i = sympy.Symbol(outer.index, integer=True, nonnegative=True)
+    rows, cols, threads = k.sizes
+    assert threads.name == k.threads == k.params[-1][0]
+    row = thread_slice(8 * cols) / 8  # one thread's row of doubles, whole cache lines
+    assert sympy.simplify(region.count - (row * (threads - 1) + cols)) == 0
     calls = {u.fn: u for u in ir.walk(outer.body) if isinstance(u, ir.Call)}
-    assert calls["vector_smul"].dest == ir.Offset(ir.RVar(region.region), i * cols)
-    # the callee's scratch (vector_norm's vector_emul) is per iteration too, above the region
+    assert calls["vector_smul"].dest == ir.Offset(ir.RVar(region.region), THREAD * row)
+    # the callee's scratch (vector_norm's vector_emul) is per thread too, above the region; the
+    # callee runs on its caller's thread alone: its thread count is 1
+    assert [a for u in calls.values() for a in u.args[-1:]] == [core.Lit(1, Card)] * 2
     norm = program.kernels["vector_norm"]
-    callee = norm.scratch.xreplace({norm.sizes[0]: cols})
-    assert sympy.simplify(calls["vector_norm"].scratch_offset - (region_end(region) + i * callee)) == 0
-    assert sympy.simplify(k.scratch - (region_end(region) + rows * callee)) == 0
+    callee = norm.scratch.xreplace({norm.sizes[0]: cols, norm.sizes[1]: 1})
+    assert sympy.simplify(calls["vector_norm"].scratch_offset - (region_end(region) + THREAD * thread_slice(callee))) == 0
+    assert sympy.simplify(k.scratch - (region_end(region) + (threads - 1) * thread_slice(callee) + callee)) == 0
+    assert k.scratch.xreplace({rows: 10 ** 6, cols: 3, threads: 2}) == k.scratch.xreplace({rows: 5, cols: 3, threads: 2})
     m = rng.standard_normal((4, 3))
-    run = run_kernel(program, "row_norms_scaled", [m, 0.5])
-    np.testing.assert_allclose(run.result, np.linalg.norm(0.5 * m, axis=1) + 0.5 * m[:, 0], rtol=1e-12)
-    assert run.high_water == run.scratch
+    for n_threads in (1, 2, 4):
+        run = run_kernel(program, "row_norms_scaled", [m, 0.5], n_threads)
+        np.testing.assert_allclose(run.result, np.linalg.norm(0.5 * m, axis=1) + 0.5 * m[:, 0], rtol=1e-12)
+        assert run.high_water == run.scratch
 
 
 def region_end(a: ir.Alloc) -> sympy.Expr:
     return a.offset + region_bytes(a.elem, a.count)
 
 
-def test_parallel_build_without_hoisting_gives_each_iteration_its_own_frame(rng):
+def test_parallel_build_without_hoisting_gives_each_thread_its_own_frame(rng):
     program = dps_of(row_norms_scaled, Options(parallel=True, hoist_allocs=False))
     k = program.kernels["row_norms_scaled"]
     (region,) = allocs(k.body)
     (outer,) = loops_around(k.body, region.region)
     assert outer.parallel
-    i = sympy.Symbol(outer.index, integer=True, nonnegative=True)
-    frame = sympy.simplify(k.scratch / k.sizes[0])
-    assert sympy.simplify(region.offset - i * frame) == 0
-    run = run_kernel(program, "row_norms_scaled", [rng.standard_normal((3, 4)), 2.0])
+    threads = k.sizes[-1]
+    peak = k.scratch.xreplace({threads: 1})  # one thread: one frame, the body's peak
+    assert sympy.simplify(k.scratch - ((threads - 1) * thread_slice(peak) + peak)) == 0
+    assert sympy.simplify(region.offset - THREAD * thread_slice(peak)) == 0
+    run = run_kernel(program, "row_norms_scaled", [rng.standard_normal((3, 4)), 2.0], threads=3)
     assert run.high_water == run.scratch
 
 
 def test_sharing_a_region_among_parallel_iterations_is_caught(rng):
     """The interpreter's race check is what the parallel layout is tested by: marking the build
-    parallel without the per-iteration layout must fail it."""
+    parallel without the per-thread layout must fail it."""
     sequential = dps_of(row_norms_scaled, Options())
     k = sequential.kernels["row_norms_scaled"]
-    racy = _mark_outer_parallel(k.body)
-    program = ir.Program({**sequential.kernels, k.name: ir.Kernel(
-        k.name, k.dest, k.params, k.result, k.result_dims, racy, k.sizes, k.constraints, k.scratch)},
-        sequential.entry)
-    with pytest.raises(AssertionError, match="shared by concurrent iterations"):
-        run_kernel(program, k.name, [rng.standard_normal((3, 4)), 2.0])
+    racy = replace(k, body=_mark_outer_parallel(k.body), params=(*k.params, ("nthreads", Card, ())),
+                   sizes=(*k.sizes, size_symbol("nthreads")), threads="nthreads")
+    program = ir.Program({**sequential.kernels, k.name: racy}, sequential.entry)
+    assert run_kernel(program, k.name, [rng.standard_normal((3, 4)), 2.0], threads=1).high_water > 0
+    with pytest.raises(AssertionError, match="shared by concurrent threads"):
+        run_kernel(program, k.name, [rng.standard_normal((3, 4)), 2.0], threads=2)
 
 
 def _mark_outer_parallel(t: ir.Term) -> ir.Term:

@@ -102,7 +102,8 @@ def check_against_reference(out: dict, blur, manifest: dict, rows: int, cols: in
     assert math.isclose(out["weighted_mean"], blur.weighted_mean.reference(img[0], weights), rel_tol=1e-14)
     np.testing.assert_array_equal(out["gather"], blur.gather.reference(img.ravel(), at))
     # main.c sizes its arena by the *_scratch_bytes functions: they agree with the manifest's formulas
-    sizes = {"img_d0": rows, "img_d1": cols, "v_d0": rows * cols, "at_d0": 5, "w_d0": cols}
+    # (a --parallel library's at main.c's thread count, 4)
+    sizes = {"img_d0": rows, "img_d1": cols, "v_d0": rows * cols, "at_d0": 5, "w_d0": cols, "nthreads": 4}
     assert out["scratch_bytes"] == max(scratch(manifest, "blur_normalised", sizes),
                                        scratch(manifest, "weighted_mean", {**sizes, "v_d0": cols}),
                                        scratch(manifest, "gather", sizes))

@@ -54,7 +54,12 @@ def test_variant_is_warning_free(name, config, tmp_path):
     options = CONFIGS[config]
     artifact = compile_to_c(SUBSET_CASES[name].kernel.program(), options)
     assert _warnings(artifact, tmp_path) == ""
-    assert ("#pragma omp parallel for" in artifact.source) == options.parallel
+    threaded = "#pragma omp parallel for" in artifact.source
+    assert threaded <= options.parallel
+    # jacobi's and gmm_objective's builds are inside a fold (over the steps, the points), where no
+    # loop gets a team (fsmooth.dps.parallel): only kernels of their own, where not inlined, have one
+    assert threaded == (options.parallel and (name in ("f", "softmax_rows", "reprojection_errors")
+                                              or options.inline_kernels))
 
 
 @pytest.mark.skipif(ASAN, reason="the sanitizer run below only needs the ABI runner")

@@ -1,0 +1,174 @@
+"""``parallel=True`` (``fsmooth.dps.parallel``): the scratch of a parallel loop is one slice per
+thread, not per iteration, over a thread count every call is given; only the outermost loops
+run on threads; results equal the reference and numpy at sizes 0, 1 and large; the scratch is
+the arena's high-water mark; the C is clean under the sanitizers."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import sympy
+
+from corpus import adbench_ba, adbench_gmm, ml
+from fsmooth import runtime
+from fsmooth.driver import compile_to_c
+from fsmooth.dps.parallel import CACHE_LINE
+from fsmooth.options import Options
+from test_adbench_corpus import ba_args, gmm_args
+from test_codegen_c import ASAN, Runner, run_under_address_sanitizer
+from test_corpus import assert_close, with_rows_of
+
+PARALLEL = Options(parallel=True)
+
+
+def threads() -> int:
+    """The thread count the Python runtime passes: OpenMP's."""
+    return ml.softmax_rows.with_options(parallel=True).executable()._max_threads()
+
+
+def _body(source: str, symbol: str) -> str:
+    """The C of one kernel's ``_body`` function."""
+    return re.search(rf"static int {symbol}_body\([^;{{]*\) {{\n.*?\n}}\n", source, re.S).group(0)
+
+
+# ----------------------------------------------------------------------------- memory per thread
+
+def test_softmax_rows_scratch_is_one_row_per_thread_not_per_row():
+    """10000 × 100: sequentially one row of 100 doubles (800 B); in parallel one row per thread,
+    each but the last padded to whole cache lines (832 B), not one per row (8 MB)."""
+    m = np.random.default_rng(0).standard_normal((10_000, 100))
+    sequential, parallel = ml.softmax_rows, ml.softmax_rows.with_options(parallel=True)
+    assert sequential.scratch_bytes(m) == 800
+    padded = -(-800 // CACHE_LINE) * CACHE_LINE
+    assert parallel.scratch_bytes(m) == (threads() - 1) * padded + 800
+    # the C's own formula, at a thread count given explicitly: linear in it, blind to the rows
+    interface = compile_to_c(ml.softmax_rows.program(), PARALLEL).interfaces["softmax_rows"]
+    assert [s.symbol for s in interface.sizes] == ["m_d0", "m_d1", "nthreads"]
+    assert interface.threads == "nthreads" and interface.params[-1][0] == "nthreads"
+    formula = interface.scratch_formula
+    symbol = {s.name: s for s in formula.free_symbols}
+    assert "m_d0" not in symbol
+    for n_threads in (1, 2, 8):
+        assert formula.subs({symbol["m_d1"]: 100, symbol["nthreads"]: n_threads}) == (n_threads - 1) * padded + 800
+
+
+def test_ba_scratch_does_not_grow_with_the_observations():
+    small = ba_args(np.random.default_rng(1), (3, 5, 10))
+    large = ba_args(np.random.default_rng(1), (3, 5, 20_000))
+    parallel = adbench_ba.ba_objective.with_options(parallel=True)
+    sequential = adbench_ba.ba_objective.scratch_bytes(*large)
+    assert parallel.scratch_bytes(*small) == parallel.scratch_bytes(*large) <= threads() * 4 * sequential
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (ml.softmax_rows, (np.random.default_rng(2).standard_normal((257, 33)),)),
+    (adbench_ba.ba_objective, ba_args(np.random.default_rng(3), (4, 9, 1001))),
+    (adbench_gmm.gmm_full_objective, gmm_args(np.random.default_rng(4), (300, 5, 4))),
+], ids=["softmax_rows", "ba_objective", "gmm_full_objective"])
+def test_scratch_is_the_measured_high_water_mark(kernel, args):
+    """Every thread takes some of the many iterations, so every slice is written: the arena's
+    high-water mark is the computed scratch, to the alignment of the last region."""
+    checked = kernel.with_options(parallel=True, check_arena=True)
+    assert_close(checked(*args), kernel.reference(*args), rtol=1e-9, atol=1e-12)
+    measured, computed = runtime.last_high_water(checked), checked.scratch_bytes(*args)
+    assert computed - 16 < measured <= computed
+
+
+# ----------------------------------------------------------------------------- which loops
+
+def test_only_the_outermost_loops_run_on_threads():
+    """BA: the build over the observations (and the weights'); the kernels it calls per
+    observation have no OpenMP region: one would be started at every call.  GMM: its builds
+    are inside the fold over the points, or in kernels called there, so none is parallel."""
+    ba = compile_to_c(adbench_ba.ba_objective.program(), PARALLEL).source
+    objective = _body(ba, "adbench_ba_ba_objective")
+    assert objective.count("#pragma omp parallel for num_threads(nthreads) schedule(static)") == 2
+    assert "omp_get_thread_num()" in objective
+    for callee in ("project", "reprojection_error", "rodrigues_rotate_point", "cross3", "radial_distort"):
+        assert "omp" not in _body(ba, f"adbench_ba_{callee}")
+    gmm = compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source
+    for kernel in ("gmm_full_objective", "gmm_main_terms"):
+        assert "omp" not in _body(gmm, f"adbench_gmm_{kernel}")
+    assert re.search(r"adbench_gmm_gmm_main_terms_body\(.*, INT64_C\(1\)\)", gmm)
+    # q_times_x, inlined there, is also a kernel of its own: called alone, its build is outermost
+    assert "#pragma omp parallel for" in _body(gmm, "adbench_gmm_q_times_x")
+    # a call inside the parallel loop runs on its caller's thread: it is told one thread
+    assert re.search(r"adbench_ba_project_body\(.*, INT64_C\(1\)\)", objective)
+
+
+def test_a_loop_of_few_known_trips_stays_sequential():
+    """cross3's 3-element build is no loop worth a team, even called on its own."""
+    ba = compile_to_c(adbench_ba.ba_objective.program(), PARALLEL).source
+    assert "omp" not in _body(ba, "adbench_ba_cross3")
+
+
+# ----------------------------------------------------------------------------- results
+
+SIZES = {
+    "softmax_rows": (ml.softmax_rows, ml.np_softmax_rows,
+                     lambda rng, n: (rng.standard_normal((n, 7)),), (0, 1, 5000)),
+    "ba_objective": (adbench_ba.ba_objective, adbench_ba.np_ba_objective,
+                     lambda rng, n: ba_args(rng, (3, 4, n)), (0, 1, 5000)),
+    "gmm_full_objective": (adbench_gmm.gmm_full_objective, adbench_gmm.np_gmm_full_objective,
+                           lambda rng, n: gmm_args(rng, (n, 3, 4)), (1, 2000)),
+}
+
+
+@pytest.mark.parametrize("name, size", [(name, size) for name, (_, _, _, sizes) in SIZES.items() for size in sizes])
+def test_parallel_equals_reference_and_numpy(name, size):
+    kernel, oracle, make_args, _ = SIZES[name]
+    args = make_args(np.random.default_rng(size), size)
+    got = kernel.with_options(parallel=True)(*args)
+    assert_close(got, with_rows_of(kernel.reference(*args), got), rtol=1e-9, atol=1e-12)
+    assert_close(got, oracle(*args), rtol=1e-9, atol=1e-12)
+    assert_close(got, kernel(*args), rtol=0, atol=0)  # the same operations in the same order
+
+
+# ----------------------------------------------------------------------------- the C ABI
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 8])
+def test_the_thread_count_is_an_argument_of_the_c(tmp_path, n_threads):
+    """Built with -fsanitize=undefined (address too under ASAN), called by the ABI with the
+    thread count as the last argument: any count gives the same result, 0 is refused."""
+    run = Runner(compile_to_c(ml.softmax_rows.program(), PARALLEL), tmp_path, "softmax_rows")
+    for rows in (0, 1, 3, 200):
+        m = np.random.default_rng(rows).standard_normal((rows, 9))
+        np.testing.assert_allclose(run(m, n_threads), ml.np_softmax_rows(m), rtol=1e-12)
+    assert run(np.ones((2, 3)), 0)[0] == "size"
+
+
+def test_ba_through_the_abi(tmp_path):
+    run = Runner(compile_to_c(adbench_ba.weight_errors.program(), PARALLEL), tmp_path, "weight_errors")
+    w = np.random.default_rng(5).uniform(0.5, 1.5, 3000)
+    np.testing.assert_allclose(run(w, 2), adbench_ba.np_weight_errors(w), rtol=1e-15)
+
+
+@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
+def test_under_address_sanitizer():
+    result = run_under_address_sanitizer(__file__, "argument_of_the_c or through_the_abi")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "passed" in result.stdout
+
+
+def test_scratch_formula_is_exact_symbolically():
+    """No Max left where the thread count is at least one (the layout compares peaks with it)."""
+    interface = compile_to_c(ml.softmax_rows.program(), PARALLEL).interfaces["softmax_rows"]
+    assert not interface.scratch_formula.atoms(sympy.Max)
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+def test_benchmark_script_runs_and_writes_its_json_and_c(tmp_path, capsys):
+    import json
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import parallel as bench
+    assert bench.main(["--quick", "--repeat", "1", "--json", str(tmp_path / "p.json")]) == 0
+    rows = json.loads((tmp_path / "p.json").read_text())["rows"]
+    assert [r["objective"] for r in rows] == ["BA", "GMM"]
+    assert all(len(r[label]["times_ms"]) == 1 for r in rows for label in ("sequential", "parallel"))
+    assert "speedup" in capsys.readouterr().out
+    assert bench.main(["--quick", "--write-c", str(tmp_path / "c")]) == 0
+    assert "omp_get_thread_num()" in (tmp_path / "c" / "parallel" / "ba.c").read_text()
+    assert "omp" not in (tmp_path / "c" / "sequential" / "ba.c").read_text()
