@@ -149,14 +149,29 @@ def _machine_line(facts: dict) -> str:
             f"{facts['load_average_1min']:.2f})")
 
 
+def _load_caveat(facts: dict) -> list[str]:
+    """A warning when other work shared the cores (1-minute load above half the cores)."""
+    load, cores = facts.get("load_average_1min"), facts.get("cores") or 1
+    if load is None or load <= cores / 2:
+        return []
+    return [f"**Load caveat**: the machine was shared while this ran (1-minute load average "
+            f"{load:.1f} on {cores} cores before the run): other processes competed for the cores, so "
+            "every time here is noisy and probably too high, each implementation's by a different "
+            "amount; a ratio within some tens of percent of 1 may go either way on an idle machine. "
+            "Rerun on an idle machine for figures to rely on.", ""]
+
+
 def time_markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path) -> list[str]:
     settings, facts = results["settings"], results["machine"]
     parts = [
         f"### Time (`python -m benchmarks.adbench"
-        + {"quick": " --quick", "reduced": " --reduced", "full": ""}[settings["preset"]] + "`)",
+        + {"quick": " --quick", "reduced": " --reduced", "full": ""}[settings["preset"]]
+        + (f" --max-seconds {settings['max_seconds']:g}"
+           if settings["preset"] != "quick" and settings["max_seconds"] != 10.0 else "") + "`)",
         "",
         f"**Machine**: {_machine_line(facts)}.",
         "",
+        *_load_caveat(facts),
         f"Timed ADBench's way: repeats doubled until a sample lasts {settings['min_measurable_s']:g} s, "
         f"then up to {settings['samples']} samples within {settings['max_seconds']:g} s per "
         "measurement; the time is the minimum over the samples of the time per call. Each cell: "
@@ -252,6 +267,7 @@ def memory_markdown(results: dict, plot: pathlib.Path, report_dir: pathlib.Path)
         "",
         f"**Machine**: {_machine_line(results['machine'])}.",
         "",
+        *_load_caveat(results["machine"]),
         "Peak memory growth (KiB) while the objective runs `calls` times in one loop (fsmooth: an F̃ "
         "`ifold`, benchmarks/adbench_kernels.py; manual C++: a C++ loop allocating each call's "
         "outputs; numpy and PyTorch: a Python loop), each measurement in a fresh process after a "
@@ -299,3 +315,21 @@ def write_section(report: pathlib.Path, results_dir: pathlib.Path) -> None:
     old = report.read_text() if report.exists() else ""
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(replace_section(old, "\n".join(parts), SECTION_TITLE))
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adbench_report",
+                                     description="Rewrite the ADBench section of RESULTS.md from the JSON files.")
+    parser.add_argument("--results", type=pathlib.Path, default=pathlib.Path(__file__).parent / "results",
+                        help="where adbench.json and adbench_memory.json are (default: benchmarks/results)")
+    parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path(__file__).parent / "RESULTS.md",
+                        help="the Markdown file whose ADBench section is rewritten (default: benchmarks/RESULTS.md)")
+    args = parser.parse_args(argv)
+    write_section(args.report, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -228,16 +229,18 @@ extern "C" void hand_objective_manual(int64_t n_bones, int64_t n_verts, int64_t 
         else mat4_mult(&absolutes[16 * parents[b]], &relatives[16 * b], &absolutes[16 * b]);
         mat4_mult(&absolutes[16 * b], &inverse_base_absolutes[16 * b], &transforms[16 * b]);
     }
-    for (int64_t v = 0; v < n_verts; v++)
-        for (int r = 0; r < 3; r++) {
-            double s = 0.0;
-            for (int64_t b = 0; b < n_bones; b++) {
+    // skinning bone by bone, as ADBench's manual module: each bone's transform of every vertex,
+    // weighted into the positions
+    std::fill(positions.begin(), positions.end(), 0.0);
+    for (int64_t b = 0; b < n_bones; b++)
+        for (int64_t v = 0; v < n_verts; v++)
+            for (int r = 0; r < 3; r++) {
                 double t = 0.0;
                 for (int c = 0; c < 4; c++) t += transforms[16 * b + 4 * r + c] * base_positions[4 * v + c];
-                s += weights[b * n_verts + v] * t;
+                positions[3 * v + r] += weights[b * n_verts + v] * t;
             }
-            positions[3 * v + r] = (is_mirrored && r == 0) ? -s : s;
-        }
+    if (is_mirrored)
+        for (int64_t v = 0; v < n_verts; v++) positions[3 * v] = -positions[3 * v];
     // the global transform, applied to every vertex (as ADBench's manual module does)
     double rot[9];
     angle_axis_to_rotation_matrix(&pose[0], rot);
