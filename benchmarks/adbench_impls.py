@@ -44,7 +44,7 @@ class Case:
     objective: str  # gmm, ba, hand, lstm
     name: str  # ADBench's file name for these sizes
     sizes: tuple  # the objective's size parameters (see ``inputs``)
-    size: int  # the x axis of the plots: ADBench's (GMM: d·K·n... see ``_size``)
+    size: int  # the x axis of the plots: a measure of the work (see the *_case functions)
 
     def inputs(self) -> tuple:
         """The F̃ kernel's arguments, made afresh from the case's seed."""
@@ -117,7 +117,8 @@ LSTM_SIZES = ((2, 1024), (2, 4096), (4, 1024), (4, 4096))
 
 
 def gmm_case(d, k, n):
-    return Case("gmm", f"gmm_d{d}_K{k}_n{n // 1000}k", (d, k, n), d * k * n)
+    # size: the multiply-adds of Q_k (x_i - means[k]) over all points and components
+    return Case("gmm", f"gmm_d{d}_K{k}_n{n // 1000}k", (d, k, n), n * k * d * (d + 1) // 2)
 
 
 def ba_case(i):

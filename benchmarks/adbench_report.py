@@ -16,7 +16,7 @@ SECTION_TITLE = "## ADBench (issue 11)"
 TARGET_RATIO = 1.0
 COLOURS = dict(FAMILY_COLOURS, **{"C++": "tab:green", "PyTorch": "tab:brown"})
 OBJECTIVE_TITLES = {"gmm": "GMM", "ba": "BA", "hand": "Hand (simple)", "lstm": "LSTM"}
-SIZE_AXIS = {"gmm": "d · K · n", "ba": "observations p", "hand": "correspondences",
+SIZE_AXIS = {"gmm": "n · K · d(d+1)/2", "ba": "observations p", "hand": "correspondences",
              "lstm": "layers · characters"}
 
 
