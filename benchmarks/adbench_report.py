@@ -149,16 +149,19 @@ def _machine_line(facts: dict) -> str:
             f"{facts['load_average_1min']:.2f})")
 
 
-def _load_caveat(facts: dict) -> list[str]:
+def _load_caveat(facts: dict, memory: bool = False) -> list[str]:
     """A warning when other work shared the cores (1-minute load above half the cores)."""
     load, cores = facts.get("load_average_1min"), facts.get("cores") or 1
     if load is None or load <= cores / 2:
         return []
+    effect = ("memory is measured per process, so the load matters little here, but "
+              "memory_profiler samples less often on a busy machine and may miss short peaks"
+              if memory else
+              "every time here is noisy and probably too high, each implementation's by a different "
+              "amount; a ratio within some tens of percent of 1 may go either way on an idle machine. "
+              "Rerun on an idle machine for figures to rely on")
     return [f"**Load caveat**: the machine was shared while this ran (1-minute load average "
-            f"{load:.1f} on {cores} cores before the run): other processes competed for the cores, so "
-            "every time here is noisy and probably too high, each implementation's by a different "
-            "amount; a ratio within some tens of percent of 1 may go either way on an idle machine. "
-            "Rerun on an idle machine for figures to rely on.", ""]
+            f"{load:.1f} on {cores} cores before the run): {effect}.", ""]
 
 
 def time_markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path) -> list[str]:
@@ -267,7 +270,7 @@ def memory_markdown(results: dict, plot: pathlib.Path, report_dir: pathlib.Path)
         "",
         f"**Machine**: {_machine_line(results['machine'])}.",
         "",
-        *_load_caveat(results["machine"]),
+        *_load_caveat(results["machine"], memory=True),
         "Peak memory growth (KiB) while the objective runs `calls` times in one loop (fsmooth: an F̃ "
         "`ifold`, benchmarks/adbench_kernels.py; manual C++: a C++ loop allocating each call's "
         "outputs; numpy and PyTorch: a Python loop), each measurement in a fresh process after a "
