@@ -247,11 +247,12 @@ def load_results(results_dir: pathlib.Path) -> dict:
     return by_kind
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with the BLAS section (from its title to the next '## ' or '# ' heading, or the
-    end) replaced by ``section``, or with ``section`` appended when there is none."""
+def replace_section(text: str, section: str, title: str = SECTION_TITLE) -> str:
+    """``text`` with the section ``title`` (the BLAS one unless told: from its title to the next
+    '## ' or '# ' heading, or the end) replaced by ``section``, or with ``section`` appended when
+    there is none."""
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == SECTION_TITLE), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == title), None)
     if start is None:
         return (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
     end = next((i for i in range(start + 1, len(lines))

@@ -139,18 +139,22 @@ def hand_library():
 
 
 def eigen_library_path() -> pathlib.Path:
-    """The Eigen baseline as a shared library, built once per source, flags and compiler
-    version into fsmooth's cache directory (written atomically, like fsmooth's own builds)."""
-    source = BASELINES / "micro_eigen.cpp"
+    """The Eigen baseline as a shared library (``cxx_library_path``)."""
+    return cxx_library_path(BASELINES / "micro_eigen.cpp", (*EIGEN_FLAGS, f"-I{EIGEN_INCLUDE}"))
+
+
+def cxx_library_path(source: pathlib.Path, flags: tuple) -> pathlib.Path:
+    """A C++ baseline as a shared library, built once per source, flags and compiler version into
+    fsmooth's cache directory (written atomically, like fsmooth's own builds)."""
     compiler = subprocess.run(["g++", "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256("\0".join([source.read_text(), *EIGEN_FLAGS, compiler]).encode()).hexdigest()
-    target = cache.cache_dir() / "benchmarks" / f"micro_eigen-{key[:16]}.so"
+    key = hashlib.sha256("\0".join([source.read_text(), *flags, compiler]).encode()).hexdigest()
+    target = cache.cache_dir() / "benchmarks" / f"{source.stem}-{key[:16]}.so"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".so")
         os.close(fd)
         try:
-            subprocess.run(["g++", *EIGEN_FLAGS, f"-I{EIGEN_INCLUDE}", str(source), "-o", tmp],
+            subprocess.run(["g++", *flags, str(source), "-o", tmp],
                            check=True, capture_output=True, text=True)
             os.replace(tmp, target)
         finally:

@@ -57,3 +57,83 @@ def test_call_overhead_benchmark_writes_every_way_of_calling(tmp_path):
         assert all(t > 0 for t in row["us_per_call"].values()), name
         assert math.isclose(row["fsmooth_over_numba"], row["us_per_call"]["fsmooth"] / row["us_per_call"]["numba"])
     assert "fs/numba" in done.stdout
+
+
+def _adbench_modules():
+    sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from benchmarks import adbench_impls
+    finally:
+        sys.path.remove(str(REPO_ROOT))
+    return adbench_impls
+
+
+def test_adbench_quick_run_checks_and_times_every_implementation(tmp_path):
+    """``python -m benchmarks.adbench --quick``: every implementation's result agreed with the
+    numpy oracle (the command exits with 1 otherwise) and was timed; the JSON, the plots and the
+    ADBench section are written."""
+    adbench_impls = _adbench_modules()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.adbench", "--quick", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)  # bounded by --quick
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "adbench.json").read_text())
+    assert {p.name for p in tmp_path.iterdir()} >= {"adbench.json", "RESULTS.md", "adbench_gmm.png",
+                                                   "adbench_ba.png", "adbench_hand.png", "adbench_lstm.png"}
+    assert list(results["cases"]) == [case.name for case in adbench_impls.QUICK_CASES]
+    expected = {impl.key for impl in adbench_impls.implementations()}
+    for name, case in results["cases"].items():
+        by_impl = case["implementations"]
+        assert set(by_impl) == expected, name
+        for key, record in by_impl.items():
+            if record["status"] == "unavailable":  # e.g. no Eigen headers, no torch: said, not hidden
+                assert record["note"], (name, key)
+                continue
+            assert record["status"] == "ok", (name, key, record["note"])
+            assert record["time_s"] == min(record["samples_s"]) > 0 and record["repeats"] >= 1
+        assert by_impl["manual"]["ratio_to_manual"] == 1.0
+        assert by_impl[f"fsmooth-{adbench_impls.DEFAULT_VARIANT}"]["status"] == "ok"
+    section = (tmp_path / "RESULTS.md").read_text()
+    assert section.startswith("## ADBench (issue 11)") and "Reading against the targets" in section
+
+
+def test_adbench_check_refuses_a_wrong_result():
+    """The check that guards every timing: a result off by more than the tolerance, or of the
+    wrong shape, is refused; the oracle's own value is accepted."""
+    adbench_impls = _adbench_modules()
+    case = adbench_impls.QUICK_CASES[1]  # BA: a tuple of arrays
+    expected = adbench_impls.oracle_result(case)
+    assert adbench_impls.check(expected, expected) is None
+    reproj, w_err = (e.copy() for e in expected)
+    reproj[7, 1] += 1e-6 * max(1.0, abs(reproj).max())
+    assert "max error" in adbench_impls.check((reproj, w_err), expected)
+    assert "shape" in adbench_impls.check((reproj[:-1], w_err), expected)
+
+
+def test_adbench_memory_ladder_quick(tmp_path):
+    """``--memory --quick`` on GMM: every variant and baseline measured in its own process, their
+    checksums equal to the manual C++'s, the cross-check rows there; the leaky variant's memory
+    grows with the calls and the default's does not."""
+    adbench_impls = _adbench_modules()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.adbench", "--memory", "--quick",
+                           "--objectives", "gmm", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "adbench_memory.json").read_text())
+    by_impl = results["objectives"]["gmm"]
+    assert set(by_impl) == {impl.key for impl in adbench_impls.ladder_implementations()}
+    calls = [str(c) for c in results["calls"]]
+    for key, record in by_impl.items():
+        if record["status"] == "unavailable":
+            assert record["note"], key
+            continue
+        assert record["status"] == "ok", (key, record["note"])
+        assert set(record["memory"]) == set(calls), key
+    for key in results["cross_check"]["implementations"]:
+        if by_impl[key]["status"] == "ok":
+            assert set(by_impl[key]["other_method"]) == set(calls), key
+    assert (tmp_path / "adbench_memory.png").stat().st_size > 0
+    growth = {key: [by_impl[key]["memory"][c]["peak_growth_kib"] for c in calls]
+              for key in ("fsmooth-leaky", f"fsmooth-{adbench_impls.DEFAULT_VARIANT}")}
+    leaky, default = growth.values()
+    assert leaky[-1] - leaky[0] > 500, growth  # about 1 MB a call leaks at this size
+    assert abs(default[-1] - default[0]) <= 256, growth

@@ -1,0 +1,338 @@
+"""Turning the ADBench benchmark's measurements (``adbench.json``, ``adbench_memory.json``) into
+tables, log-log plots like ADBench's, and the ADBench section of ``RESULTS.md``, with the reading
+against issue 11's targets computed from the numbers (so that it stays true when they change):
+fsmooth's default at most 1.0× the manual C++ on every case, and faster than Numba and PyTorch
+on every case."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+from .blas_report import replace_section
+from .micro_report import FAMILY_COLOURS, _markdown_table, _text_table
+
+SECTION_TITLE = "## ADBench (issue 11)"
+TARGET_RATIO = 1.0
+COLOURS = dict(FAMILY_COLOURS, **{"C++": "tab:green", "PyTorch": "tab:brown"})
+OBJECTIVE_TITLES = {"gmm": "GMM", "ba": "BA", "hand": "Hand (simple)", "lstm": "LSTM"}
+SIZE_AXIS = {"gmm": "n · K · d(d+1)/2", "ba": "observations p", "hand": "correspondences",
+             "lstm": "layers · characters"}
+
+
+# ----------------------------------------------------------------------------- times
+
+def _by_objective(results: dict) -> dict:
+    grouped = {}
+    for name, case in results["cases"].items():
+        grouped.setdefault(case["objective"], {})[name] = case
+    return grouped
+
+
+def _impl_order(results: dict) -> list[str]:
+    first = next(iter(results["cases"].values()))
+    return list(first["implementations"])
+
+
+def _default_key(results: dict) -> str:
+    return next(key for key in _impl_order(results) if key.startswith("fsmooth-"))
+
+
+def time_problems(results: dict) -> list[str]:
+    return [f"{name} {key}: {record['status']}: {record['note']}"
+            for name, case in results["cases"].items()
+            for key, record in case["implementations"].items()
+            if record["status"] in ("wrong result", "error")]
+
+
+def _cell(record: dict) -> str:
+    if record["status"] != "ok":
+        return record["status"]
+    ratio = record.get("ratio_to_manual")
+    return f"{record['time_s'] * 1e3:.3g}" + (f" ({ratio:.2f}×)" if ratio is not None else "")
+
+
+def time_table(results: dict, objective: str) -> tuple[list[str], list[list[str]]]:
+    order = _impl_order(results)
+    labels = {key: next(iter(results["cases"].values()))["implementations"][key]["label"] for key in order}
+    header = ["case"] + [labels[key] for key in order]
+    rows = [[name] + [_cell(case["implementations"][key]) for key in order]
+            for name, case in _by_objective(results).get(objective, {}).items()]
+    return header, rows
+
+
+def text_tables(results: dict) -> str:
+    parts = []
+    for objective in _by_objective(results):
+        parts.append(f"\n{OBJECTIVE_TITLES[objective]}: time per call, ms (× manual C++)")
+        parts.append(_text_table(*time_table(results, objective)))
+    return "\n".join(parts)
+
+
+def reading(results: dict) -> list[str]:
+    """Per objective: the default's ratio to the manual C++ (worst case), and whether it beats
+    Numba and PyTorch on every case, with the figures of every miss."""
+    default = _default_key(results)
+    sentences = []
+    for objective, cases in _by_objective(results).items():
+        title = OBJECTIVE_TITLES[objective]
+        timed = {name: case["implementations"] for name, case in cases.items()
+                 if case["implementations"][default]["status"] == "ok"
+                 and case["implementations"].get("manual", {}).get("status") == "ok"}
+        if not timed:
+            sentences.append(f"**{title}**: no case where both fsmooth's default and the manual C++ ran.")
+            continue
+        ratios = {name: impls[default]["ratio_to_manual"] for name, impls in timed.items()}
+        misses = {name: r for name, r in ratios.items() if r > TARGET_RATIO}
+        worst = max(ratios, key=ratios.get)
+        text = (f"**{title}**: fsmooth's default takes {min(ratios.values()):.2f}× to "
+                f"{ratios[worst]:.2f}× the manual C++'s time ({worst} the worst) over {len(ratios)} cases; "
+                f"target ≤ {TARGET_RATIO:.1f}× on every case: "
+                + ("**met**." if not misses else
+                   f"**missed** on {len(misses)} of {len(ratios)} ("
+                   + ", ".join(f"{n} {r:.2f}×" for n, r in misses.items()) + ")."))
+        for key, name in (("numba", "Numba"), ("pytorch", "PyTorch")):
+            compared = {case: impls[key]["time_s"] / impls[default]["time_s"]
+                        for case, impls in timed.items() if impls.get(key, {}).get("status") == "ok"}
+            if not compared:
+                status = next(iter(timed.values())).get(key, {})
+                text += f" {name}: not measured ({status.get('status', 'absent')}: {status.get('note')})."
+                continue
+            slower = {case: s for case, s in compared.items() if s <= 1.0}
+            text += (f" Against {name} (its time over fsmooth's: {min(compared.values()):.2f}× to "
+                     f"{max(compared.values()):.2f}×), faster on every case: "
+                     + ("**met**." if not slower else
+                        f"**missed** on {len(slower)} of {len(compared)} ("
+                        + ", ".join(f"{c} {s:.2f}×" for c, s in slower.items()) + ")."))
+        sentences.append(text)
+    return sentences
+
+
+def plot_times(results: dict, out: pathlib.Path) -> list[pathlib.Path]:
+    """One log-log plot per objective, time against size, one line per implementation, as
+    ADBench's plots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for objective, cases in _by_objective(results).items():
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for k, key in enumerate(_impl_order(results)):
+            points = sorted((case["size"], case["implementations"][key]["time_s"])
+                            for case in cases.values() if case["implementations"][key]["status"] == "ok")
+            if not points:
+                continue
+            record = next(iter(cases.values()))["implementations"][key]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="os^vD<>"[k % 7], ls="-",
+                    color=COLOURS.get(record["family"], "black"), label=record["label"])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{SIZE_AXIS[objective]} (log)")
+        ax.set_ylabel("time per call, s (log)")
+        ax.set_title(f"ADBench {OBJECTIVE_TITLES[objective]}: objective time")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"adbench_{objective}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _machine_line(facts: dict) -> str:
+    return (f"{facts['cpu']}, {facts['cores']} cores; {facts['gcc']}; Python {facts['python']}, "
+            f"numpy {facts['numpy']}, Numba {facts['numba']}, PyTorch {facts.get('torch')}; "
+            f"{facts['platform']}; run on {facts['date']} (1-minute load average before the run: "
+            f"{facts['load_average_1min']:.2f})")
+
+
+def _load_caveat(facts: dict, memory: bool = False) -> list[str]:
+    """A warning when other work shared the cores (1-minute load above half the cores)."""
+    load, cores = facts.get("load_average_1min"), facts.get("cores") or 1
+    if load is None or load <= cores / 2:
+        return []
+    effect = ("memory is measured per process, so the load matters little here, but "
+              "memory_profiler samples less often on a busy machine and may miss short peaks"
+              if memory else
+              "every time here is noisy and probably too high, each implementation's by a different "
+              "amount; a ratio within some tens of percent of 1 may go either way on an idle machine. "
+              "Rerun on an idle machine for figures to rely on")
+    return [f"**Load caveat**: the machine was shared while this ran (1-minute load average "
+            f"{load:.1f} on {cores} cores before the run): {effect}.", ""]
+
+
+def time_markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path) -> list[str]:
+    settings, facts = results["settings"], results["machine"]
+    parts = [
+        f"### Time (`python -m benchmarks.adbench"
+        + {"quick": " --quick", "reduced": " --reduced", "full": ""}[settings["preset"]]
+        + (f" --max-seconds {settings['max_seconds']:g}"
+           if settings["preset"] != "quick" and settings["max_seconds"] != 10.0 else "") + "`)",
+        "",
+        f"**Machine**: {_machine_line(facts)}.",
+        "",
+        *_load_caveat(facts),
+        f"Timed ADBench's way: repeats doubled until a sample lasts {settings['min_measurable_s']:g} s, "
+        f"then up to {settings['samples']} samples within {settings['max_seconds']:g} s per "
+        "measurement; the time is the minimum over the samples of the time per call. Each cell: "
+        "ms per call (× the manual C++'s time). Every result was checked against the numpy oracle "
+        "(relative 1e-9) before it was timed; "
+        + ("all agreed." if not time_problems(results) else
+           "**some did not**: " + "; ".join(time_problems(results)) + ".")
+        + f" Flags: fsmooth `{' '.join(settings['fsmooth_flags'])}` (fsmooth.cache's, plus Python's "
+        f"extension flags); manual C++ `g++ {' '.join(settings['manual_flags'])}`; Eigen "
+        f"`g++ {' '.join(settings['eigen_flags'])}`; PyTorch on one thread, float64.",
+        "",
+        "#### Reading against the targets",
+        "",
+    ]
+    parts += [f"- {sentence}" for sentence in reading(results)]
+    for objective in _by_objective(results):
+        parts += ["", f"#### {OBJECTIVE_TITLES[objective]}", "",
+                  _markdown_table(*time_table(results, objective))]
+    notes = sorted({f"{record['label']}: {record['note']}"
+                    for case in results["cases"].values() for record in case["implementations"].values()
+                    if record["status"] == "unavailable"})
+    if notes:
+        parts += ["", "Not measured here: " + "; ".join(notes) + "."]
+    parts += [""] + [f"![{p.stem}]({pathlib.Path(os.path.relpath(p, report_dir)).as_posix()})"
+                     for p in plots]
+    return parts
+
+
+# ----------------------------------------------------------------------------- memory
+
+def memory_problems(results: dict) -> list[str]:
+    return [f"{objective} {key}: {record['status']}: {record['note']}"
+            for objective, by_impl in results["objectives"].items()
+            for key, record in by_impl.items() if record["status"] in ("wrong checksum", "error")]
+
+
+def memory_table(results: dict, objective: str) -> tuple[list[str], list[list[str]]]:
+    calls = [str(c) for c in results["calls"]]
+    header = ["implementation", "method"] + [f"{c} calls" for c in calls]
+    rows = []
+    for record in results["objectives"][objective].values():
+        if record["status"] != "ok":
+            rows.append([record["label"], "", f"{record['status']}: {record['note']}"] + [""] * (len(calls) - 1))
+            continue
+        rows.append([record["label"], record["method"]]
+                    + [f"{record['memory'][c]['peak_growth_kib']:,.0f}" for c in calls])
+        if record["other_method"]:
+            other = "memory_profiler" if record["method"] == "rss" else "rss"
+            rows.append([record["label"], f"{other} (cross-check)"]
+                        + [f"{record['other_method'][c]['peak_growth_kib']:,.0f}" for c in calls])
+    return header, rows
+
+
+def plot_memory(results: dict, out: pathlib.Path) -> pathlib.Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    objectives = list(results["objectives"])
+    calls = results["calls"]
+    fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 2.5, 4.8), squeeze=False)
+    for ax, objective in zip(axes[0], objectives):
+        by_impl = results["objectives"][objective]
+        variants = [key for key, r in by_impl.items() if r["family"] == "fsmooth"]
+        blues = plt.cm.Blues(np.linspace(0.35, 1.0, len(variants)))
+        for k, (key, record) in enumerate(by_impl.items()):
+            if record["status"] != "ok":
+                continue
+            kib = [max(record["memory"][str(c)]["peak_growth_kib"], 1.0) for c in calls]
+            colour = blues[variants.index(key)] if key in variants else COLOURS.get(record["family"])
+            ax.plot(calls, kib, marker="os^vD<>pP*"[k % 10], color=colour, label=record["label"])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("calls (log)")
+        ax.set_ylabel("peak memory growth, KiB (log; < 1 drawn at 1)")
+        ax.set_title(f"{OBJECTIVE_TITLES[objective]}: {results['cases'][objective]}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1 - 2.3 / fig.get_figwidth(), 1))
+    path = out / "adbench_memory.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def memory_markdown(results: dict, plot: pathlib.Path, report_dir: pathlib.Path) -> list[str]:
+    cross = results["cross_check"]
+    parts = [
+        "### Memory ladder (`python -m benchmarks.adbench --memory"
+        + (" --quick" if results.get("preset") == "quick" else "") + "`, DPS paper Fig. 12 b, d, f)",
+        "",
+        f"**Machine**: {_machine_line(results['machine'])}.",
+        "",
+        *_load_caveat(results["machine"], memory=True),
+        "Peak memory growth (KiB) while the objective runs `calls` times in one loop (fsmooth: an F̃ "
+        "`ifold`, benchmarks/adbench_kernels.py; manual C++: a C++ loop allocating each call's "
+        "outputs; numpy and PyTorch: a Python loop), each measurement in a fresh process after a "
+        "one-call warm-up. `rss`: the peak resident set after the loop minus the resident set "
+        "before it, the peak reset after the warm-up; `memory_profiler`: its `memory_usage` "
+        "maximum (sampled every ms) minus the resident set before. The variants are the DPS "
+        "paper's: CL (leaky), CLF (leaky, fused), CG (Boehm GC), D (malloc/free), DF (+ fusion), "
+        "DFB (+ buffer reuse), DFBS (+ arena: fsmooth's default). The checksums (the sum of one "
+        "value read from each call's result) agree with the manual C++'s "
+        + ("everywhere." if not memory_problems(results) else
+           "**except**: " + "; ".join(memory_problems(results)) + ".")
+        + f" Cross-check: {', '.join(cross['implementations'])} on {cross['objective']} measured both ways "
+        "(the `(cross-check)` rows).",
+    ]
+    for objective in results["objectives"]:
+        parts += ["", f"#### {OBJECTIVE_TITLES[objective]} ({results['cases'][objective]})", "",
+                  _markdown_table(*memory_table(results, objective))]
+    parts += ["", f"![{plot.stem}]({pathlib.Path(os.path.relpath(plot, report_dir)).as_posix()})"]
+    return parts
+
+
+# ----------------------------------------------------------------------------- the section
+
+def write_section(report: pathlib.Path, results_dir: pathlib.Path) -> None:
+    """Rewrite the ADBench section of ``report`` from the JSON files in ``results_dir`` (time,
+    memory, or both: each subsection from its file)."""
+    parts = [SECTION_TITLE, "",
+             "Generated by `python -m benchmarks.adbench` (times) and `python -m benchmarks.adbench "
+             "--memory` (the memory ladder); do not edit by hand. To run it: `pip install '.[bench]'` "
+             "(tqdm, matplotlib, Numba, memory-profiler, PyTorch: `pip install torch`, a CPU wheel is "
+             "enough) and the Eigen headers (Debian: `apt-get install libeigen3-dev`; without them the "
+             "Eigen column says so); `--help` for the sizes, the limits and how long a run takes. The "
+             "objectives are tests/corpus/adbench_*.py (fsmooth) and their numpy oracles; the "
+             "hand-written C++ and Eigen are benchmarks/baselines/adbench_*.cpp. Inputs as ADBench's "
+             "generators and readers make them (benchmarks/adbench_impls.py says how), Hand with "
+             "a synthetic 22-bone, 544-vertex model and the simple objective.", ""]
+    times = results_dir / "adbench.json"
+    if times.exists():
+        results = json.loads(times.read_text())
+        parts += time_markdown(results, plot_times(results, results_dir), report.parent) + [""]
+    memory = results_dir / "adbench_memory.json"
+    if memory.exists():
+        results = json.loads(memory.read_text())
+        parts += memory_markdown(results, plot_memory(results, results_dir), report.parent) + [""]
+    old = report.read_text() if report.exists() else ""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(replace_section(old, "\n".join(parts), SECTION_TITLE))
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adbench_report",
+                                     description="Rewrite the ADBench section of RESULTS.md from the JSON files.")
+    parser.add_argument("--results", type=pathlib.Path, default=pathlib.Path(__file__).parent / "results",
+                        help="where adbench.json and adbench_memory.json are (default: benchmarks/results)")
+    parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path(__file__).parent / "RESULTS.md",
+                        help="the Markdown file whose ADBench section is rewritten (default: benchmarks/RESULTS.md)")
+    args = parser.parse_args(argv)
+    write_section(args.report, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
