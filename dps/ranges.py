@@ -235,6 +235,43 @@ def nonnegative(e: sympy.Expr, counts: tuple = ()) -> bool:
     return shifted.is_nonnegative is True
 
 
+_NATURAL = sympy.Dummy(integer=True, nonnegative=True).assumptions0
+_BIG = sympy.Integer(2**20)
+
+
+def signs_taken(e: sympy.Expr) -> tuple[bool, bool]:
+    """(``e`` ≥ 0 somewhere, ``e`` < 0 somewhere), seen at a few points where each symbol of ``e``
+    is a natural number (all 0, all large, each large alone); (False, False) unless every symbol
+    is a natural number by its assumptions (a size, a loop variable, a byte-count ceiling).
+
+    A cheap refutation for sympy's assumption queries, which take milliseconds on a large sum:
+    sympy proves nothing that a point contradicts, so an ``e`` seen negative is not proven
+    nonnegative, and one seen with both signs is decided neither way."""
+    e = sympy.sympify(e)
+    symbols = sorted(e.free_symbols, key=sympy.default_sort_key)
+    if any(s.assumptions0 != _NATURAL for s in symbols):
+        return False, False
+    zero = {s: sympy.Integer(0) for s in symbols}
+    points = [zero, {s: _BIG for s in symbols}, *({**zero, s: _BIG} for s in symbols)]
+    nonnegative_seen = negative_seen = False
+    for point in points:
+        value = e.xreplace(point)
+        if not (value.is_Number and value.is_finite):
+            return False, False
+        nonnegative_seen, negative_seen = nonnegative_seen or bool(value >= 0), negative_seen or bool(value < 0)
+        if nonnegative_seen and negative_seen:
+            break
+    return nonnegative_seen, negative_seen
+
+
+def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
+    """``kind(lhs, rhs)`` (``sympy.Lt``, ``sympy.Ge``, ...), left unevaluated at once where
+    ``lhs - rhs`` takes both signs (``signs_taken``), as sympy would leave it after its queries."""
+    if signs_taken(sympy.sympify(lhs) - sympy.sympify(rhs)) == (True, True):
+        return kind(lhs, rhs, evaluate=False)
+    return kind(lhs, rhs)
+
+
 # ---------------------------------------------------------------------- intervals (code generation)
 
 
