@@ -30,6 +30,7 @@ from functools import lru_cache
 import sympy
 
 from fsmooth.shape.size_printer import NonnegativeMod, NonnegativeQuotient
+from fsmooth.shape.sizes import natural_samples
 
 
 @dataclass(frozen=True)
@@ -235,33 +236,14 @@ def nonnegative(e: sympy.Expr, counts: tuple = ()) -> bool:
     return shifted.is_nonnegative is True
 
 
-_NATURAL = sympy.Dummy(integer=True, nonnegative=True).assumptions0
-_BIG = sympy.Integer(2**20)
-
-
 def signs_taken(e: sympy.Expr) -> tuple[bool, bool]:
-    """(``e`` ≥ 0 somewhere, ``e`` < 0 somewhere), seen at a few points where each symbol of ``e``
-    is a natural number (all 0, all large, each large alone); (False, False) unless every symbol
-    is a natural number by its assumptions (a size, a loop variable, a byte-count ceiling).
-
-    A cheap refutation for sympy's assumption queries, which take milliseconds on a large sum:
-    sympy proves nothing that a point contradicts, so an ``e`` seen negative is not proven
-    nonnegative, and one seen with both signs is decided neither way."""
-    e = sympy.sympify(e)
-    symbols = sorted(e.free_symbols, key=sympy.default_sort_key)
-    if any(s.assumptions0 != _NATURAL for s in symbols):
-        return False, False
-    zero = {s: sympy.Integer(0) for s in symbols}
-    points = [zero, {s: _BIG for s in symbols}, *({**zero, s: _BIG} for s in symbols)]
-    nonnegative_seen = negative_seen = False
-    for point in points:
-        value = e.xreplace(point)
-        if not (value.is_Number and value.is_finite):
-            return False, False
-        nonnegative_seen, negative_seen = nonnegative_seen or bool(value >= 0), negative_seen or bool(value < 0)
-        if nonnegative_seen and negative_seen:
-            break
-    return nonnegative_seen, negative_seen
+    """(``e`` ≥ 0 somewhere, ``e`` < 0 somewhere) at the points of ``sizes.natural_samples``;
+    (False, False) where those are not taken.  A cheap refutation for sympy's assumption queries,
+    which take milliseconds on a large sum: sympy proves nothing that a point contradicts, so an
+    ``e`` seen negative is not proven nonnegative, and one seen with both signs is decided neither
+    way."""
+    values = natural_samples(e) or []
+    return any(v >= 0 for v in values), any(v < 0 for v in values)
 
 
 def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
@@ -399,6 +381,8 @@ def natural_nonnegative(e: sympy.Expr) -> bool:
     """True if ``e`` ≥ 0 whenever its symbols (sizes, loop variables) are nonnegative integers."""
     e = sympy.expand(e)
     nonneg = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in e.free_symbols}
+    if signs_taken(e.xreplace(nonneg))[1]:
+        return False  # negative somewhere: neither sympy nor the Min bound below proves otherwise
     if e.xreplace(nonneg).is_nonnegative:
         return True
     # -c·Min(a, b) ≥ -c·a and ≥ -c·b: the bound a guard like ``k < min(length x, length y)`` gives
