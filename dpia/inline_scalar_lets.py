@@ -12,7 +12,9 @@ from it is dead).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import bisect
+import math
+from dataclasses import dataclass, field, replace
 
 import sympy
 
@@ -23,19 +25,16 @@ from fsmooth.types import Scalar
 
 def mark_beta_reducible(program: d.Program) -> d.Program:
     """``program`` with every β-reducible scalar let marked ``inline``."""
-    def mark(t: d.Term) -> d.Term:
-        t = d.map_children(mark, t)
-        match t:
-            case d.Let(name, rhs, body, Scalar()) if beta_reducible(name, rhs, body):
-                return replace(t, inline=True)
-        return t
-
-    return replace(program, kernels={name: replace(k, body=mark(k.body)) for name, k in program.kernels.items()})
+    return replace(program, kernels={name: replace(k, body=_marked(k.body, EventLog.of(k.body)))
+                                     for name, k in program.kernels.items()})
 
 
-def beta_reducible(name: str, rhs: d.Term, body: d.Term) -> bool:
-    """Whether ``let name = rhs in body`` (a scalar let) may be β-reduced."""
-    return _inlinable(rhs) and _inline_safe(body, name)
+def _marked(t: d.Term, log: "EventLog") -> d.Term:
+    """``t`` with its β-reducible scalar lets marked, each decided on the term as ``log`` saw it
+    (marking changes no event)."""
+    reducible = isinstance(t, d.Let) and isinstance(t.ty, Scalar) and _inlinable(t.rhs) and log.inline_safe(t)
+    t = d.map_children(lambda u: _marked(u, log), t)
+    return replace(t, inline=True) if reducible else t
 
 
 def nonzero_literal(a) -> bool:
@@ -57,67 +56,120 @@ def _inlinable(t: d.Term) -> bool:
     return False
 
 
-def _inline_safe(body: d.Term, name: str) -> bool:
-    """``name`` is used at most once in ``body``, not under a loop, and before anything in
-    ``body`` writes memory (a region may be reused once the array read from it is dead)."""
-    events = _events(body, name)
-    if events.count("use") > 1 or "use in loop" in events:
-        return False
-    return "use" not in events or "write" not in events[:events.index("use")]
+IN_EVERY_LOOP = math.inf
+"""The loop depth of a use in a size expression: a size is evaluated wherever it is printed,
+so such a use counts as one in a loop, whatever the let's depth."""
 
 
-def _events(t: d.Term, name: str) -> list:
-    """Uses of ``name`` and writes to memory in ``t``, in evaluation order."""
-    match t:
-        case d.Atom_(a):
-            return _atom_uses(a, name)
-        case d.Prim(_, args):
-            return [e for a in args for e in _atom_uses(a, name)]
-        case d.Call(_, dest, args):
-            return [e for a in args for e in _atom_uses(a, name)] + _ref_uses(dest, name) + ["write"]
-        case d.Get(arr, idx):
-            return _atom_uses(arr, name) + _atom_uses(idx, name)
-        case d.TupleOf(items, _, _, written):  # in result position each component is written in turn
-            return [e for k, a in enumerate(items) if k not in written for e in _atom_uses(a, name) + ["write"]]
-        case d.Proj(tup):
-            return _atom_uses(tup, name)
-        case d.CardOf(value):
-            return _sym_uses(value, name)
-        case d.Let(_, rhs, body):
-            return _events(rhs, name) + _events(body, name)
-        case d.If(cond, then, orelse):
-            return _atom_uses(cond, name) + _events(then, name) + _events(orelse, name)
-        case d.Alloc(_, _, count, body, offset):
-            return _sym_uses(count, name) + _sym_uses(offset, name) + _events(body, name)
-        case d.Build(dest, size, _, body):
-            return (_ref_uses(dest, name) + _sym_uses(size, name) + ["write"]
-                    + _in_loop(_events(body, name)))
-        case d.Ifold(dest, _, _, body, init, count):
-            counted = _atom_uses(count, name) if isinstance(count, (Var, Lit)) else _sym_uses(count, name)
-            return (_ref_uses(dest, name) + counted + _events(init, name) + ["write"]
-                    + _in_loop(_events(body, name)))
-        case d.Copy(dest, src, count):
-            return _ref_uses(dest, name) + _atom_uses(src, name) + _sym_uses(count, name) + ["write"]
-    raise AssertionError(t)
+@dataclass
+class EventLog:
+    """The uses of variables and the writes to memory of a kernel body, in evaluation order,
+    recorded in one walk: asking each let's body for its own events made the pass quadratic in a
+    chain of lets (issue 13).  A let's body is a contiguous stretch of the log, so its events are
+    those between its ``bodies`` bounds."""
 
+    uses: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # name -> (position, loop depth)
+    writes: list[int] = field(default_factory=list)  # positions
+    bodies: dict[int, tuple[int, int, int, d.Let]] = field(default_factory=dict)  # id(let) -> (start, end, depth, let)
+    length: int = 0
 
-def _in_loop(events: list) -> list:
-    return ["use in loop" if e != "write" else e for e in events]
+    @staticmethod
+    def of(body: d.Term) -> "EventLog":
+        log = EventLog()
+        log._record(body, 0)
+        return log
 
+    def inline_safe(self, let: d.Let) -> bool:
+        """``let``'s variable is used at most once in its body, not under a loop, and before
+        anything in its body writes memory (a region may be reused once the array read from it
+        is dead)."""
+        start, end, depth, _ = self.bodies[id(let)]
+        positions = self.uses.get(let.name, [])
+        inside = positions[bisect.bisect_left(positions, (start, -1)):bisect.bisect_left(positions, (end, -1))]
+        if len(inside) > 1 or any(use_depth > depth for _, use_depth in inside):
+            return False
+        return not inside or bisect.bisect_left(self.writes, inside[0][0]) == bisect.bisect_left(self.writes, start)
 
-def _atom_uses(a, name: str) -> list:
-    return ["use"] if isinstance(a, Var) and a.name == name else []
+    def _use(self, name: str, depth: float) -> None:
+        self.uses.setdefault(name, []).append((self.length, depth))
+        self.length += 1
 
+    def _write(self) -> None:
+        self.writes.append(self.length)
+        self.length += 1
 
-def _sym_uses(e, name: str) -> list:
-    """A size expression is evaluated wherever it is printed: the variable must stay."""
-    return ["use in loop"] if any(s.name == name for s in sympy.sympify(e).free_symbols) else []
+    def _atom(self, a, depth: int) -> None:
+        if isinstance(a, Var):
+            self._use(a.name, depth)
 
+    def _size(self, e) -> None:
+        for s in sympy.sympify(e).free_symbols:
+            self._use(s.name, IN_EVERY_LOOP)
 
-def _ref_uses(r: d.Ref, name: str) -> list:
-    match r:
-        case d.Offset(base, elems):
-            return _ref_uses(base, name) + _sym_uses(elems, name)
-        case d.RTuple(items):
-            return [e for ref in items for e in _ref_uses(ref, name)]
-    return []
+    def _ref(self, r: d.Ref) -> None:
+        match r:
+            case d.Offset(base, elems):
+                self._ref(base)
+                self._size(elems)
+            case d.RTuple(items):
+                for ref in items:
+                    self._ref(ref)
+
+    def _record(self, t: d.Term, depth: int) -> None:
+        match t:
+            case d.Atom_(a):
+                self._atom(a, depth)
+            case d.Prim(_, args):
+                for a in args:
+                    self._atom(a, depth)
+            case d.Call(_, dest, args):
+                for a in args:
+                    self._atom(a, depth)
+                self._ref(dest)
+                self._write()
+            case d.Get(arr, idx):
+                self._atom(arr, depth)
+                self._atom(idx, depth)
+            case d.TupleOf(items, _, _, written):  # in result position each component is written in turn
+                for k, a in enumerate(items):
+                    if k not in written:
+                        self._atom(a, depth)
+                        self._write()
+            case d.Proj(tup):
+                self._atom(tup, depth)
+            case d.CardOf(value):
+                self._size(value)
+            case d.Let(_, rhs, body):
+                self._record(rhs, depth)
+                start = self.length
+                self._record(body, depth)
+                self.bodies[id(t)] = (start, self.length, depth, t)  # t kept: its id stays its own
+            case d.If(cond, then, orelse):
+                self._atom(cond, depth)
+                self._record(then, depth)
+                self._record(orelse, depth)
+            case d.Alloc(_, _, count, body, offset):
+                self._size(count)
+                self._size(offset)
+                self._record(body, depth)
+            case d.Build(dest, size, _, body):
+                self._ref(dest)
+                self._size(size)
+                self._write()
+                self._record(body, depth + 1)
+            case d.Ifold(dest, _, _, body, init, count):
+                self._ref(dest)
+                if isinstance(count, (Var, Lit)):
+                    self._atom(count, depth)
+                else:
+                    self._size(count)
+                self._record(init, depth)
+                self._write()
+                self._record(body, depth + 1)
+            case d.Copy(dest, src, count):
+                self._ref(dest)
+                self._atom(src, depth)
+                self._size(count)
+                self._write()
+            case _:
+                raise AssertionError(t)

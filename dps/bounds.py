@@ -24,7 +24,7 @@ from fsmooth.types import ArrayT
 from fsmooth import core
 
 from . import ir
-from .ranges import Ranges, bounds, tighten
+from .ranges import Ranges, bounds, relation, tighten
 
 
 class Bounds:
@@ -69,7 +69,7 @@ class Bounds:
     # ------------------------------------------------------------------ sources of constraints
 
     def nonnegative(self, n: sympy.Expr):
-        guarded = self.guard(sympy.Ge(n, 0))
+        guarded = self.guard(relation(sympy.Ge, n, 0))
         if guarded is not None:
             self.add(guarded, None, f"the size of a build, {n}, must be ≥ 0")
 
@@ -81,7 +81,7 @@ class Bounds:
         if extent is None:
             return True
         lo, hi = extent
-        low, high = self.guard(sympy.Ge(lo, 0)), self.guard(sympy.Lt(hi, length))
+        low, high = self.guard(relation(sympy.Ge, lo, 0)), self.guard(relation(sympy.Lt, hi, length))
         if low is None or high is None:
             return True
         origin = self.origin.get(arr)

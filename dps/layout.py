@@ -14,6 +14,7 @@ trip count times it.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import sympy
 
@@ -24,6 +25,7 @@ from fsmooth.shape.sizes import size_symbol
 
 from . import ir
 from .parallel import THREAD, thread_slice
+from .ranges import signs_taken
 
 
 def region_bytes(elem, count) -> sympy.Expr:
@@ -38,18 +40,24 @@ def _max(*xs) -> sympy.Expr:
         terms.extend(x.args if isinstance(x, sympy.Max) else (x,))
     kept: list = []
     for x in terms:
-        if any(at_least(y, x) for y in kept):
+        if any(y == x or at_least(y, x) for y in kept):
             continue
         kept = [y for y in kept if not at_least(x, y)] + [x]
-    return sympy.Max(*kept)
+    return kept[0] if len(kept) == 1 else sympy.Max(*kept)
 
 
+@lru_cache(maxsize=4096)
 def at_least(a: sympy.Expr, b: sympy.Expr) -> bool:
     """a ≥ b for all sizes, treating each ceiling (of a byte count, nonnegative) as an unknown
-    nonnegative integer."""
+    nonnegative integer.  Memoised, and refuted at a few points first (``ranges.signs_taken``):
+    the peaks of a kernel's branches are compared pairwise, and sympy takes long to find a large
+    sum not provably nonnegative."""
     diff = sympy.expand(a - b)
     ceilings = {c: sympy.Dummy(integer=True, nonnegative=True) for c in diff.atoms(sympy.ceiling)}
-    return bool(sympy.expand(diff.xreplace(ceilings)).is_nonnegative)
+    diff = sympy.expand(diff.xreplace(ceilings))
+    if signs_taken(diff)[1]:
+        return False
+    return bool(diff.is_nonnegative)
 
 
 class _Scope:

@@ -32,6 +32,7 @@ from functools import lru_cache
 import sympy
 
 from fsmooth.shape.size_printer import NonnegativeMod, NonnegativeQuotient
+from fsmooth.shape.sizes import natural_samples
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,24 @@ def naturals(symbols, ranges: Ranges) -> set:
             if variable == s and nonnegative(lo, ranges.prefix(k)):
                 known.add(s)
     return known
+
+
+def signs_taken(e: sympy.Expr) -> tuple[bool, bool]:
+    """(``e`` ≥ 0 somewhere, ``e`` < 0 somewhere) at the points of ``sizes.natural_samples``;
+    (False, False) where those are not taken.  A cheap refutation for sympy's assumption queries,
+    which take milliseconds on a large sum: sympy proves nothing that a point contradicts, so an
+    ``e`` seen negative is not proven nonnegative, and one seen with both signs is decided neither
+    way."""
+    values = natural_samples(e) or []
+    return any(v >= 0 for v in values), any(v < 0 for v in values)
+
+
+def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
+    """``kind(lhs, rhs)`` (``sympy.Lt``, ``sympy.Ge``, ...), left unevaluated at once where
+    ``lhs - rhs`` takes both signs (``signs_taken``), as sympy would leave it after its queries."""
+    if signs_taken(sympy.sympify(lhs) - sympy.sympify(rhs)) == (True, True):
+        return kind(lhs, rhs, evaluate=False)
+    return kind(lhs, rhs)
 
 
 # ---------------------------------------------------------------------- intervals (code generation)

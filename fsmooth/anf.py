@@ -17,6 +17,7 @@ readable: ``x``, ``x_1``, ...):
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from . import core
@@ -67,10 +68,12 @@ class _Inliner:
                 return If(self.expr(c, env), self.expr(a, env), self.expr(b, env), ty, e.loc)
             case Let(name, rhs, body, ty):
                 if isinstance(rhs.ty, FunT):
-                    return self.expr(body, {**env, name: self.function(rhs, env)})
+                    with _bound(env, name, self.function(rhs, env)):
+                        return self.expr(body, env)
                 fresh = self.names.fresh(name)
                 rhs2 = self.expr(rhs, env)
-                return Let(fresh, rhs2, self.expr(body, {**env, name: Var(fresh, rhs.ty, e.loc)}), ty, e.loc)
+                with _bound(env, name, Var(fresh, rhs.ty, e.loc)):
+                    return Let(fresh, rhs2, self.expr(body, env), ty, e.loc)
             case Lam():
                 raise CompileError("a function can only be called or passed to a function here", e.loc)
             case Call(fn, args):
@@ -96,7 +99,7 @@ class _Inliner:
         """The closure a function-typed expression denotes (known at compile time)."""
         match e:
             case Lam(params, body):
-                return _Closure(params, body, env, e.loc)
+                return _Closure(params, body, dict(env), e.loc)  # a copy: env changes as ``expr`` goes on
             case Var(name) if isinstance(env.get(name), (_Closure, _KernelRef)):
                 return env[name]
             case Var(name) if name in self.program.kernels:
@@ -166,6 +169,23 @@ class _Inliner:
         return Lam(params, body, FunT(tuple(t for _, t in params), body.ty), f.loc)
 
 
+@contextlib.contextmanager
+def _bound(env: dict, name: str, value):
+    """``env`` with ``name`` bound to ``value`` while the block runs, as it was after: a let's
+    body is processed in its scope changed in place, not in a copy of it, which made a chain of n
+    lets cost n² (issue 13); a closure copies the scope it captures (``_Inliner.function``)."""
+    missing = object()
+    previous = env.get(name, missing)
+    env[name] = value
+    try:
+        yield
+    finally:
+        if previous is missing:
+            del env[name]
+        else:
+            env[name] = previous
+
+
 # ----------------------------------------------------------------------------- ANF
 
 class _Anf:
@@ -174,65 +194,63 @@ class _Anf:
 
     def expr(self, e: Expr) -> Expr:
         """``e`` in ANF, its bindings nested in front of it."""
-        bindings, result = self.split(e)
+        bindings: list = []
+        result = self.split(e, bindings)
         for name, rhs in reversed(bindings):
             result = Let(name, rhs, result, result.ty, rhs.loc)
         return result
 
-    def split(self, e: Expr) -> tuple[list, Expr]:
-        """(let bindings in order, the final expression whose operands are atoms)."""
+    def split(self, e: Expr, bindings: list) -> Expr:
+        """The final expression of ``e``, whose operands are atoms, its let bindings appended to
+        ``bindings`` in order (one list for a whole chain of lets: lists joined at each let cost
+        n² for n lets)."""
         match e:
             case Var() | Lit():
-                return [], e
+                return e
             case PrimApp(op, args, ty):
-                bs, atoms = self.atoms(args)
-                return bs, PrimApp(op, atoms, ty, e.loc)
+                return PrimApp(op, self.atoms(args, bindings), ty, e.loc)
             case Call(fn, args, ty):
-                bs, atoms = self.atoms(args)
-                return bs, Call(fn, atoms, ty, e.loc)
+                return Call(fn, self.atoms(args, bindings), ty, e.loc)
             case Get(arr, idx, ty):
-                bs, (a, i) = self.atoms((arr, idx))
-                return bs, Get(a, i, ty, e.loc)
+                a, i = self.atoms((arr, idx), bindings)
+                return Get(a, i, ty, e.loc)
             case Length(arr, ty):
-                bs, (a,) = self.atoms((arr,))
-                return bs, Length(a, ty, e.loc)
+                (a,) = self.atoms((arr,), bindings)
+                return Length(a, ty, e.loc)
             case If(c, a, b, ty):
-                bs, (c2,) = self.atoms((c,))
-                return bs, If(c2, self.expr(a), self.expr(b), ty, e.loc)
+                (c2,) = self.atoms((c,), bindings)
+                return If(c2, self.expr(a), self.expr(b), ty, e.loc)
             case Let(name, rhs, body):
-                bs, rhs2 = self.split(rhs)
-                bs_body, result = self.split(body)
-                return bs + [(name, rhs2)] + bs_body, result
+                bindings.append((name, self.split(rhs, bindings)))
+                return self.split(body, bindings)
             case Build(size, fn, ty):
-                bs, (n,) = self.atoms((size,))
-                return bs, Build(n, self.lam(fn), ty, e.loc, e.strategy)
+                (n,) = self.atoms((size,), bindings)
+                return Build(n, self.lam(fn), ty, e.loc, e.strategy)
             case Ifold(fn, init, count, ty):
-                bs, (z, n) = self.atoms((init, count))
-                return bs, Ifold(self.lam(fn), z, n, ty, e.loc)
+                z, n = self.atoms((init, count), bindings)
+                return Ifold(self.lam(fn), z, n, ty, e.loc)
             case Tuple(items, ty):
-                bs, atoms = self.atoms(items)
-                return bs, Tuple(atoms, ty, e.loc)
+                return Tuple(self.atoms(items, bindings), ty, e.loc)
             case Proj(tup, index, ty):
-                bs, (t,) = self.atoms((tup,))
-                return bs, Proj(t, index, ty, e.loc)
+                (t,) = self.atoms((tup,), bindings)
+                return Proj(t, index, ty, e.loc)
         raise AssertionError(f"not expected after inlining: {e!r}")
 
     def lam(self, f: Expr) -> Lam:
         assert isinstance(f, Lam), f
         return Lam(f.params, self.expr(f.body), f.ty, f.loc)
 
-    def atoms(self, es) -> tuple[list, tuple]:
-        bindings, atoms = [], []
+    def atoms(self, es, bindings: list) -> tuple:
+        atoms = []
         for e in es:
-            bs, value = self.split(e)
-            bindings += bs
+            value = self.split(e, bindings)
             if core.is_atom(value):
                 atoms.append(value)
             else:
                 name = self.names.fresh("tmp")
                 bindings.append((name, value))
                 atoms.append(Var(name, value.ty, value.loc))
-        return bindings, tuple(atoms)
+        return tuple(atoms)
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -56,7 +56,11 @@ class Traversal:
         return value
 
     def walk(self, node):
-        """``node`` and every node inside it, in pre-order."""
-        yield node
-        for child in self.children(node):
-            yield from self.walk(child)
+        """``node`` and every node inside it, in pre-order.  With a stack of its own: a nested
+        ``yield from`` passes each node up through every generator above it, which costs the
+        depth per node (quadratic in a chain of lets)."""
+        pending = [node]
+        while pending:
+            node = pending.pop()
+            yield node
+            pending.extend(reversed(self.children(node)))

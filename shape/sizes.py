@@ -9,6 +9,7 @@ where the shape checks of Fig. 8 happen (S-If, S-Ifold, static build sizes).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy
@@ -22,6 +23,26 @@ from .ir import (CARD_OPS, CIRC, Circ, SApp, SCard, SCardOp, SCirc, SExpr, SFst,
 
 def size_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+_NATURAL = size_symbol("n").assumptions0
+_LARGE = sympy.Integer(2**20)
+
+
+def natural_samples(e: sympy.Expr) -> list[sympy.Number] | None:
+    """The values of ``e`` at a few points where each of its symbols is a natural number (all 0,
+    all large, each large alone), or None unless every symbol is one by its assumptions (a size,
+    a loop variable) and every value is a finite number.  Evaluating at a point is cheap, where
+    sympy's simplification and assumption queries on a large expression take milliseconds; sympy
+    proves nothing that a point contradicts, so the values refute what they contradict."""
+    e = sympy.sympify(e)
+    symbols = sorted(e.free_symbols, key=sympy.default_sort_key)
+    if any(s.assumptions0 != _NATURAL for s in symbols):
+        return None
+    zero = {s: sympy.Integer(0) for s in symbols}
+    values = [e.xreplace(point) for point in
+              (zero, {s: _LARGE for s in symbols}, *({**zero, s: _LARGE} for s in symbols))]
+    return values if all(v.is_Number and v.is_finite for v in values) else None
 
 
 def param_shape(name: str, ty: Type):
@@ -70,8 +91,18 @@ def equal(a, b) -> bool:
         case TupleShape(xs), TupleShape(ys):
             return len(xs) == len(ys) and all(equal(x, y) for x, y in zip(xs, ys))
         case sympy.Basic(), sympy.Basic():
-            return a == b or sympy.simplify(a - b) == 0
+            return a == b or same_size(a, b)
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """``simplify(a - b) == 0``, refuted first where ``a - b`` is nonzero at a natural point
+    (``natural_samples``): shapes are compared with every parameter's and every branch's, mostly
+    unequal, and simplify takes long to say so."""
+    if any(v != 0 for v in natural_samples(a - b) or ()):
+        return False
+    return sympy.simplify(a - b) == 0
 
 
 def evaluate(s: SExpr, env: dict):
