@@ -222,7 +222,9 @@ def _difference(f: sympy.Expr, s: sympy.Symbol):
     """An expression with the sign of f(s+1) - f(s) wherever that is nonzero: the difference
     itself for a polynomial; for ``R ± floor(A)`` (R integer) the difference of ``A ± R``, as
     floor is monotone."""
-    if any(s in m.free_symbols for m in f.atoms(sympy.Mod)):
+    # a remainder, min or max of s has no such difference (that of a min is a min again, whose
+    # sign would be sought from its own extremes, and so on)
+    if any(s in m.free_symbols for m in f.atoms(sympy.Mod, sympy.Min, sympy.Max)):
         return None
     floors = [a for a in f.atoms(sympy.floor) if s in a.free_symbols]
     if not floors:
