@@ -3,12 +3,13 @@
 One ``Ranges`` value says what is known at a point of a kernel: the inclusive range of each
 enclosing loop variable, outermost first (a bound may be an expression of an enclosing loop
 variable: ``for j < i``, an ``ifold`` counted by an index), and the upper bounds that enclosing
-``if (e < b)`` give.  Both consumers ask it their range questions:
+``if (e < b)`` give, and which symbols are sizes.  Both consumers ask it their range questions:
 
 - DPS (``dps.bounds``) asks for the attained extremes of a read's index over the loops
-  (``tighten``, ``extreme``): a read in range at both extremes is a size constraint checked once
-  before the call, any other read is checked where it happens;
-- code generation (``dpia.emit``) asks, with the C-named loop variables in scope, whether such a
+  (``tighten``, ``bounds`` where exact): a read in range at both extremes is a size constraint
+  checked once before the call, any other read is checked where it happens;
+- code generation (``dpia.index_paths``, printed by ``dpia.emit``) asks, with the C-named loop
+  variables in scope, whether such a
   check is proven (``in_range``, which gives the ``Proof``), how an index simplifies
   (``simplify_index``: ``floor((i·m + j)/m)`` is ``i`` for 0 ≤ j < m, and
   ``m·floor(k/m) + Mod(k, m)`` is ``k``), whether a divisor is nonzero (``positive``) and whether
@@ -222,7 +223,9 @@ def _difference(f: sympy.Expr, s: sympy.Symbol):
     """An expression with the sign of f(s+1) - f(s) wherever that is nonzero: the difference
     itself for a polynomial; for ``R ± floor(A)`` (R integer) the difference of ``A ± R``, as
     floor is monotone."""
-    if any(s in m.free_symbols for m in f.atoms(sympy.Mod)):
+    # a remainder, min or max of s has no such difference (that of a min is a min again, whose
+    # sign would be sought from its own extremes, and so on)
+    if any(s in m.free_symbols for m in f.atoms(sympy.Mod, sympy.Min, sympy.Max)):
         return None
     floors = [a for a in f.atoms(sympy.floor) if s in a.free_symbols]
     if not floors:
