@@ -54,7 +54,7 @@ from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
 from . import index_paths as paths
-from .emit import FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
+from .emit import STATUS_SIZE_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
@@ -117,6 +117,12 @@ class _OpenCLEmitter(KernelEmitter):
     """The C emitter with the OpenCL primitives: one instance per OpenCL kernel."""
 
     size_target = OPENCL_C
+
+    def size_overflow(self, flag: str) -> str:
+        # The status only, no jump: a checked size that overflows is 0 (fs_checked_*_i64), so
+        # the loop it counts runs nothing on every work-item alike.  A goto out of a loop with a
+        # barrier in it is divergent control flow, on which PoCL's work-groups hang.
+        return f"if ({flag}) atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_SIZE_OVERFLOW});"
 
     def __init__(self, k: p.ImperativeKernel, symbol: str, taken: frozenset, options: Options, slot: int):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's

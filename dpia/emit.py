@@ -255,8 +255,12 @@ class KernelEmitter:
         flag, name = f"fs_overflow_{k}", f"fs_size_{k}"
         text = self.cint(n, ranges, overflow_checked_c(flag))
         checks += [f"bool {flag} = false;", f"const int64_t {name} = {strip_parentheses(text)};",
-                   f"if ({flag}) {self.exit.fail(STATUS_SIZE_OVERFLOW)}"]
+                   self.size_overflow(flag)]
         return name
+
+    def size_overflow(self, flag: str) -> str:
+        """The C that fails the call where a checked size overflowed (``flag``)."""
+        return f"if ({flag}) {self.exit.fail(STATUS_SIZE_OVERFLOW)}"
 
     @functools.cached_property
     def checked_sizes(self) -> tuple:
