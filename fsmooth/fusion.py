@@ -15,8 +15,8 @@ at that lambda's own loop variable (map-map, map-fold) computes each element at 
 the loop visits each index once.  A read nested deeper, or at another index, would compute an
 element once per trip of the loops around it (a producer of n elements read in an m-trip loop
 around an n-trip one computes m·n), so the build is materialised once instead, unless its
-element is cheap: a read, or one primitive operation on reads and atoms, which costs no more
-than the read of a materialised element would.
+element is cheap: a read, or one arithmetic operation on reads and atoms (``+ - * /``, a
+negation, a conversion), which costs about what the read of a materialised element would.
 
 Both work on one kernel body whose binders are unique (``fsmooth.anf.anf_kernel``);
 their output may leave ANF (``f i`` is an application, a substituted build sits in a read)
@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, children, map_children, substitute
+from .prims import CASTS
 from .typecheck import conform
 
 
@@ -77,17 +78,20 @@ def _stored(build: Build) -> bool:
     return build.strategy is not None and build.strategy.space is not None
 
 
+_CHEAP_PRIMITIVES = ("add", "sub", "mul", "div", "neg", *CASTS.values())
+
+
 def _cheap_element(build: Build) -> bool:
-    """The element is an atom, a read, or one primitive operation on reads and atoms (in ANF:
-    a chain of lets of reads ending in at most one primitive)."""
+    """The element is an atom, a read, or one arithmetic operation on reads and atoms (in ANF:
+    a chain of lets of reads ending in at most one arithmetic primitive)."""
     e, primitives = build.fn.body, 0
     while isinstance(e, Let):
-        if isinstance(e.rhs, PrimApp):
+        if isinstance(e.rhs, PrimApp) and e.rhs.op in _CHEAP_PRIMITIVES:
             primitives += 1
         elif not isinstance(e.rhs, Get):
             return False
         e = e.body
-    if isinstance(e, PrimApp):
+    if isinstance(e, PrimApp) and e.op in _CHEAP_PRIMITIVES:
         primitives += 1
     elif not isinstance(e, (Var, Lit, Get)):
         return False
