@@ -20,7 +20,7 @@ def _optimisation(stage: str, meaning: str):
 @dataclass(frozen=True)
 class Options:
     # F̃ simplification (DPS §3.5, stage 1)
-    fusion: bool = _optimisation("F̃", "Fig. 4: (build n f)[i] ⇝ f i, length (build n f) ⇝ n")
+    fusion: bool = _optimisation("F̃", "Fig. 4: (build n f)[i] ⇝ f i where no element is computed more often, length (build n f) ⇝ n")
     inline_kernels: bool = _optimisation("F̃", "inline calls of small kernels")
     inline_lets: bool = _optimisation("F̃", "inline single-use lets (what lets fusion fire)")
     constant_folding: bool = _optimisation("F̃", "fold constant arithmetic")
