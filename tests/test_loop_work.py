@@ -17,12 +17,14 @@ import fsmooth as fs
 from corpus import adbench_gmm, loop_work
 from fsmooth import Array, Bool, Double, build, core, ifold, length
 from fsmooth.anf import anf_program
+from fsmooth.driver import compile_to_c
 from fsmooth.dps.interp import run_kernel
 from fsmooth.dps.simplify import simplify_allocs
 from fsmooth.dps.translate import dps_program
 from fsmooth.optimize import optimize_program
 from fsmooth.options import Options
 from fsmooth.shape.translate import shape_program
+from test_codegen_c import ASAN, Runner, run_under_address_sanitizer
 
 COMPARISONS = ("lt", "le", "gt", "ge")
 
@@ -233,3 +235,38 @@ def test_gmm_computes_the_exp_of_the_diagonal_once_not_per_point():
         exps[n] = r.work["exp"]
     # per point only logsumexp's K exps: the diagonal's K·d are outside the loop over points
     assert exps[8] - exps[2] == (8 - 2) * k
+
+
+# ----------------------------------------------------------------------------- sanitizers
+
+SANITIZED = {  # kernel -> its arguments at size n
+    loop_work.fused_exp_sin: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 1)),
+    loop_work.normalise: lambda rng, n: (rng.uniform(0.5, 2, n),),
+    loop_work.guarded_invariant: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 2), 3),
+    **{k: (lambda rng, n: (rng.uniform(-1, 1, n),)) for k, _ in TRIANGLES},
+}
+
+
+@pytest.mark.parametrize("kernel", list(SANITIZED), ids=[k.name for k in SANITIZED])
+def test_rewritten_c_through_the_abi(kernel, tmp_path):
+    """Built by hand with -fsanitize (address under ASAN, undefined always), called by the ABI,
+    at sizes 0, 1 and large; the product guard at extreme bounds (int64 min and max)."""
+    run_c = Runner(compile_to_c(kernel.program(), Options()), tmp_path, kernel.name)
+    for n in (0, 1, 200):
+        args = SANITIZED[kernel](rng_for(kernel.name), n)
+        np.testing.assert_allclose(run_c(*args), kernel.reference(*args), rtol=1e-12, atol=1e-12)
+
+
+def test_rewritten_bounds_through_the_abi(tmp_path):
+    f = loop_work.guarded_product
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    for n in (0, 1, 9):
+        v = rng_for("product").uniform(0.5, 1.5, n)
+        for i in EXTREMES:
+            assert run_c(v, i, 1.25) == f.reference(v, i, 1.25)
+
+
+@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
+def test_rewritten_c_under_address_sanitizer():
+    result = run_under_address_sanitizer(__file__, "through_the_abi")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
