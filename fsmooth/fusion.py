@@ -16,7 +16,8 @@ the loop visits each index once.  A read nested deeper, or at another index, wou
 element once per trip of the loops around it (a producer of n elements read in an m-trip loop
 around an n-trip one computes m·n), so the build is materialised once instead, unless its
 element is cheap: a read, or one arithmetic operation on reads and atoms (``+ - * /``, a
-negation, a conversion), which costs about what the read of a materialised element would.
+negation, a conversion), which costs about what the read of a materialised element would, or a
+row of such elements.
 
 Both work on one kernel body whose binders are unique (``fsmooth.anf.anf_kernel``);
 their output may leave ANF (``f i`` is an application, a substituted build sits in a read)
@@ -83,14 +84,18 @@ _CHEAP_PRIMITIVES = ("add", "sub", "mul", "div", "neg", *CASTS.values())
 
 def _cheap_element(build: Build) -> bool:
     """The element is an atom, a read, or one arithmetic operation on reads and atoms (in ANF:
-    a chain of lets of reads ending in at most one arithmetic primitive)."""
+    a chain of lets of reads and lengths ending in at most one arithmetic primitive), or a row
+    whose own elements are cheap: fused, a row is made only as it is read, element by element
+    (a transposed matrix read row by row is its reads)."""
     e, primitives = build.fn.body, 0
     while isinstance(e, Let):
         if isinstance(e.rhs, PrimApp) and e.rhs.op in _CHEAP_PRIMITIVES:
             primitives += 1
-        elif not isinstance(e.rhs, Get):
+        elif not isinstance(e.rhs, (Get, Length)):
             return False
         e = e.body
+    if isinstance(e, Build) and isinstance(e.fn, Lam):
+        return primitives == 0 and _cheap_element(e)
     if isinstance(e, PrimApp) and e.op in _CHEAP_PRIMITIVES:
         primitives += 1
     elif not isinstance(e, (Var, Lit, Get)):
