@@ -52,7 +52,7 @@ def _rewrite(e: Expr, names: NameSupply, naturals: set[str], loops: dict[str, Ex
         case _:
             e = map_children(lambda child: _rewrite(child, names, naturals, loops), e)
     match e:
-        case Ifold(Lam(((acc, acc_ty), (j, _))) as fn, init, count):
+        case Ifold(Lam(((acc, _), (j, _))) as fn, init, count):
             guard = _guarded_term(fn.body, acc, j, init)
             if guard is not None:
                 natural = (isinstance(count, Lit) and count.value >= 0) or (isinstance(count, Var) and count.name in naturals)
@@ -115,7 +115,7 @@ def _bounded(fold: Ifold, t: str, term: Expr, op: str, bound: Expr, names: NameS
     """``natural``: the count n is known to be ≥ 0 (a length, a loop variable), so it needs no
     clamp; ``within``: 0 ≤ i < n, so the bounds need none either (i, i + 1: affine, which the
     range analysis proves reads in range with)."""
-    acc_param, (j, j_ty) = fold.fn.params
+    acc_param, (j, _) = fold.fn.params
     body = _unguarded(fold.fn.body, t, term)
     loc = fold.loc
 
