@@ -12,11 +12,14 @@ runs, an arena byte that one of its threads writes and another one reads or writ
 ``AssertionError``: concurrent threads would race on it in the generated C.  The iterations are
 dealt to the threads as OpenMP's static schedule deals them (``dps.parallel.static_thread``);
 the thread count of a parallel program is ``run_kernel``'s ``threads``.
-``Run.high_water`` is the measured peak, to compare with the computed ``Kernel.scratch``.
+``Run.high_water`` is the measured peak, to compare with the computed ``Kernel.scratch``;
+``Run.work`` counts the primitives evaluated (by name) and the loop trips (``"build trip"``,
+``"ifold trip"``), so that a test can prove that an optimisation removes work.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
@@ -76,6 +79,7 @@ class Arena:
         self.mem = np.zeros(nbytes, dtype=np.uint8)
         self.high_water = 0
         self.concurrent: list[_Concurrent] = []  # the parallel builds running, outermost first
+        self.work: Counter = Counter()  # primitive name or loop trip -> how many times it ran
 
     def access(self, p: Ptr, elem: Scalar, writing: bool) -> slice:
         size = BYTES[elem]
@@ -147,6 +151,7 @@ class _Frame:
             case ir.Atom_(a):
                 return self.atom(a)
             case ir.Prim(op, args, ty):
+                self.arena.work[op] += 1
                 return prims.evaluate(op, [self.atom(a) for a in args], ty)
             case ir.CardOf(value):
                 return self.num(value)
@@ -183,6 +188,7 @@ class _Frame:
                     self.arena.concurrent.append(concurrent)
                 trips = self.num(n)
                 for k in range(trips):
+                    self.arena.work["build trip"] += 1
                     self.env[i] = self.sizes[i] = k
                     if parallel:  # the C runs the iterations of a thread in turn, the threads at once
                         thread = static_thread(k, trips, self.sizes[self.kernel.threads])
@@ -247,6 +253,7 @@ class _Frame:
         pair = (buffers(t.buffers, 0), buffers(t.buffers, 1))
         state = at(self.run(t.init), pair[0])
         for k in range(n):
+            self.arena.work["ifold trip"] += 1
             self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
             self.writing[t.state] = pair[(k + 1) % 2]
             state = at(self.run(t.body), pair[(k + 1) % 2])
@@ -264,6 +271,7 @@ class _Frame:
         if t.buffers is None:
             state = self.run(t.init)
             for k in range(n):
+                self.arena.work["ifold trip"] += 1
                 self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
                 state = self.run(t.body)
             return state
@@ -272,6 +280,7 @@ class _Frame:
         bufs = [self.regions[b] for b in t.buffers]
         self.run(t.init)
         for k in range(n):
+            self.arena.work["ifold trip"] += 1
             self.env[t.state] = ArrayVal(bufs[k % 2], elem, dims)
             self.env[t.index], self.sizes[t.index] = k, k
             self.writing[t.state] = bufs[(k + 1) % 2]
@@ -318,6 +327,7 @@ class Run:
     result: object
     high_water: int  # the largest rounded end of a region on the arena, in bytes
     scratch: int  # Kernel.scratch at these sizes: the arena's exact size
+    work: Counter = field(default_factory=Counter)  # primitive name or loop trip -> times run
 
 
 def run_kernel(program: ir.Program, name: str, args: list, threads: int = 2) -> Run:
@@ -353,12 +363,12 @@ def run_kernel(program: ir.Program, name: str, args: list, threads: int = 2) -> 
         result = assemble(k.result, iter(
             out.mem.view(NUMPY_DTYPE[element_scalar(ty)]).reshape(dims).copy() if out is not None else next(leaves)
             for ty, dims, out in outputs))
-        return Run(result, arena.high_water, scratch)
+        return Run(result, arena.high_water, scratch, arena.work)
     ((ty, dims, out),) = outputs
     result = frame.enter(values, out)
     if out is not None:
         result = out.mem.view(NUMPY_DTYPE[element_scalar(k.result)]).reshape(dims).copy()
-    return Run(result, arena.high_water, scratch)
+    return Run(result, arena.high_water, scratch, arena.work)
 
 
 def _leaves(value) -> list:

@@ -1,7 +1,7 @@
 """The pipeline of docs/ARCHITECTURE.md as ordered lists of named passes, one list per target.
 
-    C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce,
-            to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
+    C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce, licm,
+            guards_to_bounds, to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
             ─▶ dpia ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ shape ─▶ dps ─▶ simplify_allocs
             ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl

@@ -9,6 +9,16 @@ On ANF a ``build`` is always let-bound, so the rules meet it through its binding
 (``inline_lets``), where the first rule then consumes it.  A build read twice, or passed to a
 call, stays: it is an intermediate that must exist (the paper's irreducible core, §2.2).
 
+Fusion preserves work: the build computes each element once, and so must its fused read.  A
+read outside any lambda of the let's body computes one element, once; a read inside one lambda
+at that lambda's own loop variable (map-map, map-fold) computes each element at most once, as
+the loop visits each index once.  A read nested deeper, or at another index, would compute an
+element once per trip of the loops around it (a producer of n elements read in an m-trip loop
+around an n-trip one computes m·n), so the build is materialised once instead, unless its
+element is cheap: a read, or one arithmetic operation on reads and atoms (``+ - * /``, a
+negation, a conversion), which costs about what the read of a materialised element would, or a
+row of such elements.
+
 Both work on one kernel body whose binders are unique (``fsmooth.anf.anf_kernel``);
 their output may leave ANF (``f i`` is an application, a substituted build sits in a read)
 and is renormalised by the caller, which β-reduces ``f i``.
@@ -22,7 +32,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, Proj, Tuple, Var, children, map_children, substitute
+from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, children, map_children, substitute
+from .prims import CASTS
 from .typecheck import conform
 
 
@@ -56,7 +67,8 @@ def inline_lets(e: Expr, into_reads: bool) -> Expr:
             # a projection of a known tuple is its component (the tuple stays while used whole)
             return map_children(lambda child: inline_lets(child, into_reads),
                                 Let(name, rhs, _project_known(body, name, items), ty, e.loc))
-        case Let(name, Build() as rhs, body) if into_reads and _read_once(name, body) and not _stored(rhs):
+        case Let(name, Build() as rhs, body) if (into_reads and _read_once(name, body) and not _stored(rhs)
+                                                 and (_cheap_element(rhs) or _read_each_element_once(name, body))):
             return inline_lets(_substitute_read(body, name, rhs), into_reads)
     return map_children(lambda child: inline_lets(child, into_reads), e)
 
@@ -65,6 +77,51 @@ def _stored(build: Build) -> bool:
     """The program put this build's result in an address space (``to_local`` ...): a
     materialisation it asked for (Shine's toMem), which fusing it into its read would undo."""
     return build.strategy is not None and build.strategy.space is not None
+
+
+_CHEAP_PRIMITIVES = ("add", "sub", "mul", "div", "neg", *CASTS.values())
+
+
+def _cheap_element(build: Build) -> bool:
+    """The element is an atom, a read, or one arithmetic operation on reads and atoms (in ANF:
+    a chain of lets of reads and lengths ending in at most one arithmetic primitive), or a row
+    whose own elements are cheap: fused, a row is made only as it is read, element by element
+    (a transposed matrix read row by row is its reads)."""
+    e, primitives = build.fn.body, 0
+    while isinstance(e, Let):
+        if isinstance(e.rhs, PrimApp) and e.rhs.op in _CHEAP_PRIMITIVES:
+            primitives += 1
+        elif not isinstance(e.rhs, (Get, Length)):
+            return False
+        e = e.body
+    if isinstance(e, Build) and isinstance(e.fn, Lam):
+        return primitives == 0 and _cheap_element(e)
+    if isinstance(e, PrimApp) and e.op in _CHEAP_PRIMITIVES:
+        primitives += 1
+    elif not isinstance(e, (Var, Lit, Get)):
+        return False
+    return primitives <= 1
+
+
+def _read_each_element_once(name: str, body: Expr) -> bool:
+    """The one read ``name[i]`` of ``body`` is outside every lambda, or inside exactly one at
+    that lambda's own loop variable (the last parameter of a build's or an ifold's function)."""
+    lambdas, idx = _read_site(body, name, ())
+    return not lambdas or (len(lambdas) == 1 and idx == Var(lambdas[0].params[-1][0], idx.ty))
+
+
+def _read_site(e: Expr, name: str, lambdas: tuple) -> tuple[tuple, Expr] | None:
+    """The lambdas around the read ``name[i]`` in ``e``, outermost first, and its index ``i``."""
+    match e:
+        case Get(Var(arr), idx) if arr == name:
+            return lambdas, idx
+        case Lam():
+            lambdas = (*lambdas, e)
+    for child in children(e):
+        site = _read_site(child, name, lambdas)
+        if site is not None:
+            return site
+    return None
 
 
 def occurrences(e: Expr) -> Counter:

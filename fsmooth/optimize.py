@@ -1,7 +1,7 @@
 """F̃ simplification, DPS paper §3.5 stage 1: the passes the options enable, to a fixed point.
 
-    inline_kernels ─▶ inline_lets_and_fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ (again, until
-    nothing changes)
+    inline_kernels ─▶ inline_lets_and_fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ licm
+    ─▶ guards_to_bounds ─▶ (again, until nothing changes)
 
 each a named rewrite (``kernel_rewrites``), which the driver reports as its own pass.
 
@@ -23,6 +23,8 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fusion import fuse, inline_lets
+from .guards_to_bounds import bound_guarded_folds
+from .licm import hoist_loop_invariants
 from .inline_kernels import inline_small_kernels
 from .options import Options
 from .anf import anf_kernel
@@ -74,6 +76,8 @@ def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
         (options.constant_folding, "constant_folding", renormalised(fold_constants)),
         (options.cse, "cse", renormalised(eliminate_common_subexpressions)),
         (options.dce, "dce", renormalised(eliminate_dead_code)),
+        (options.licm, "licm", renormalised(hoist_loop_invariants)),
+        (options.guards_to_bounds, "guards_to_bounds", renormalised(bound_guarded_folds)),
     ) if enabled)
 
 

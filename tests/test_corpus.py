@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, ml, triangular, tuples
+from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, triangular, tuples
 from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples)
+MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -116,6 +116,7 @@ def slice_args(rng, n):
 
 VECTOR_SIZES = (1, 2, 5, 17)
 MATRIX_SIZES = ((1, 1), (1, 4), (3, 1), (3, 5), (6, 7))
+LOOP_SIZES = (0, 1, 17, 200)
 ANGLES = (0.0, 1e-3, 0.7, 3.0)  # 0 takes the zero-angle branch of Rodrigues' formula
 
 CASES = [
@@ -187,6 +188,17 @@ CASES = [
     Case(triangular.lagged_sums, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(triangular.counted_by_index, lambda rng, n: (vec(rng, n), n - 3), VECTOR_SIZES),
     # tuples: tuple states, results, parameters, nested tuples
+    # loop_work: what fusion, licm and guards_to_bounds change the cost of (empty and large too)
+    Case(loop_work.fused_exp_sin, lambda rng, n: (vec(rng, n), vec(rng, n + 1)), LOOP_SIZES),
+    Case(loop_work.normalise, lambda rng, n: (vec(rng, n, 0.5, 2.0),), LOOP_SIZES),
+    Case(loop_work.guarded_invariant, lambda rng, n: (vec(rng, n), vec(rng, n + 2), 3), LOOP_SIZES),
+    Case(loop_work.lower_sums, lambda rng, n: (vec(rng, n),), LOOP_SIZES),
+    Case(loop_work.lower_sums_inclusive, lambda rng, n: (vec(rng, n),), LOOP_SIZES),
+    Case(loop_work.upper_sums, lambda rng, n: (vec(rng, n),), LOOP_SIZES),
+    Case(loop_work.upper_sums_inclusive, lambda rng, n: (vec(rng, n),), LOOP_SIZES),
+    Case(loop_work.guarded_product, lambda rng, n: (vec(rng, n, 0.5, 1.5), n // 2, float(rng.normal())), LOOP_SIZES),
+    Case(loop_work.guarded_count, lambda rng, n: (vec(rng, n), n // 3), LOOP_SIZES),
+    Case(loop_work.signed_zero_sums, lambda rng, n: (vec(rng, n), n // 2, float(rng.normal())), LOOP_SIZES),
     Case(tuples.argmax, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (300,)),
     Case(tuples.online_logsumexp, lambda rng, n: (vec(rng, n, 690.0, 710.0),), VECTOR_SIZES + (300,)),
     Case(tuples.logsumexp_step, lambda rng, a: ((float(a), 1.0 + a), float(rng.normal())), ANGLES),

@@ -19,7 +19,7 @@ from fsmooth.options import VARIANTS, Options
 from fsmooth.anf import anf_program
 from test_corpus import CASES, arguments, assert_close
 
-PASSES = ("fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce")
+PASSES = ("fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce", "licm", "guards_to_bounds")
 ALL_ON = Options()
 ALL_OFF = Options(**{name: False for name in PASSES})
 # The DPS paper's D variant (no F̃ simplification) with the default arena allocation.

@@ -18,6 +18,8 @@ Sizes: n points of dimension d, K components.
     C = N d (log γ - ½ log 2) - log Γ_d(N/2),  N = d + m + 1,
     log Γ_d(a) = d(d-1)/4 log π + Σ_{j=1..d} lgamma(a + (1-j)/2)   (multivariate log-gamma)
 
+As in ADBench, sum_qs and the exp of the diagonals (``q_diagonals``) are computed once, before
+the loop over the points; fusion keeps them so (it never fuses a producer into a deeper loop).
 The triangle is walked as a triangle: row i of Q_k x is a fold counted by the row index i
 (``ifold(..., i)``, an Index count), not a d × d loop with a mask.  logsumexp subtracts the
 maximum (gmm.logsumexp).  ADBench's C++ writes π as 3.14159265359; here it is the double π.
@@ -46,12 +48,41 @@ def sum_log_diag(icf_k: Array[Double], d: Card) -> Double:
 
 
 @fs.kernel
-def q_times_x(icf_k: Array[Double], xc: Array[Double]) -> Array[Double]:
-    """Q_k xc with Q_k lower triangular: row i folds over the i entries left of the diagonal."""
+def q_diagonals(icf: Array[Array[Double]], d: Card) -> Array[Array[Double]]:
+    """exp of the d diagonal logs of each Q_k (ADBench's ``Qdiags``), computed once per call."""
+    return build(length(icf), lambda k: build(d, lambda i: fs.exp(icf[k][i])))
+
+
+@fs.kernel
+def sum_qs(icf: Array[Array[Double]], d: Card) -> Array[Double]:
+    """Σ_l icf[k][l] over the diagonal logs of each Q_k (ADBench's ``sum_qs``)."""
+    return build(length(icf), lambda k: sum_log_diag(icf[k], d))
+
+
+@fs.kernel
+def lower_times_x(q_diag_k: Array[Double], icf_k: Array[Double], xc: Array[Double]) -> Array[Double]:
+    """Q_k xc with Q_k lower triangular, its diagonal given: row i folds over the i entries left
+    of the diagonal."""
     d = length(xc)
     return build(d, lambda i: ifold(
         lambda acc, j: acc + icf_k[d + j * (2 * d - j - 1) // 2 + (i - j - 1)] * xc[j],
-        fs.exp(icf_k[i]) * xc[i], i))
+        q_diag_k[i] * xc[i], i))
+
+
+@fs.kernel
+def q_times_x(icf_k: Array[Double], xc: Array[Double]) -> Array[Double]:
+    """Q_k xc with Q_k lower triangular."""
+    return lower_times_x(build(length(xc), lambda i: fs.exp(icf_k[i])), icf_k, xc)
+
+
+@fs.kernel
+def main_terms(alphas: Array[Double], sums: Array[Double], q_diags: Array[Array[Double]],
+               means: Array[Array[Double]], icf: Array[Array[Double]], point: Array[Double]) -> Array[Double]:
+    """Per component k: alphas[k] + sum_qs[k] - ½ |Q_k (point - means[k])|², given sum_qs and
+    the diagonals of the Q_k."""
+    d = length(point)
+    return build(length(alphas), lambda k: alphas[k] + sums[k] - 0.5 * gmm.sqnorm(
+        lower_times_x(q_diags[k], icf[k], build(d, lambda l: point[l] - means[k][l]))))
 
 
 @fs.kernel
@@ -59,8 +90,7 @@ def gmm_main_terms(alphas: Array[Double], means: Array[Array[Double]],
                    icf: Array[Array[Double]], point: Array[Double]) -> Array[Double]:
     """Per component k: alphas[k] + sum_qs[k] - ½ |Q_k (point - means[k])|²."""
     d = length(point)
-    return build(length(alphas), lambda k: alphas[k] + sum_log_diag(icf[k], d) - 0.5 * gmm.sqnorm(
-        q_times_x(icf[k], build(d, lambda l: point[l] - means[k][l]))))
+    return main_terms(alphas, sum_qs(icf, d), q_diagonals(icf, d), means, icf, point)
 
 
 @fs.kernel
@@ -83,7 +113,10 @@ def gmm_full_objective(alphas: Array[Double], means: Array[Array[Double]],
     n = length(x)
     d = length(x[0])
     constant = -0.5 * n * d * fs.log(2.0 * 3.141592653589793)
-    slse = ifold(lambda acc, i: acc + gmm.logsumexp(gmm_main_terms(alphas, means, icf, x[i])),
+    # as ADBench does: sum_qs and the exp of the diagonals once, not once per point
+    sums = sum_qs(icf, d)
+    q_diags = q_diagonals(icf, d)
+    slse = ifold(lambda acc, i: acc + gmm.logsumexp(main_terms(alphas, sums, q_diags, means, icf, x[i])),
                  0.0, n)
     return (constant + slse - n * gmm.logsumexp(alphas)
             + log_wishart_prior(d, icf, wishart_gamma, wishart_m))
@@ -113,6 +146,29 @@ def np_log_gamma_distrib(a, p):
 
 def np_sum_log_diag(icf_k, d):
     return float(np.sum(icf_k[:d]))
+
+
+def np_q_diagonals(icf, d):
+    return np.exp(icf[:, :d])
+
+
+def np_sum_qs(icf, d):
+    return icf[:, :d].sum(axis=1)
+
+
+def np_lower_times_x(q_diag_k, icf_k, xc):
+    d = len(xc)
+    q = _lower_factors(icf_k[None, :], d)[0]
+    q[np.arange(d), np.arange(d)] = q_diag_k[:d]
+    return q @ xc
+
+
+def np_main_terms(alphas, sums, q_diags, means, icf, point):
+    d = len(point)
+    q = _lower_factors(icf, d)
+    q[:, np.arange(d), np.arange(d)] = q_diags[:, :d]
+    qx = np.einsum("kij,kj->ki", q, point[None, :] - means)
+    return alphas + sums - 0.5 * np.sum(qx ** 2, axis=1)
 
 
 def np_q_times_x(icf_k, xc):

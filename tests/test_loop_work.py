@@ -1,0 +1,273 @@
+"""Issue 11, proven by counting work: the primitives and loop trips that the DPS interpreter
+(``fsmooth.dps.interp``, ``Run.work``) evaluates, with each F̃ optimisation on and off, and at
+n and 4n where it is the complexity that changes.  Fusion never multiplies a producer's work,
+loop-invariant code motion evaluates an invariant once, and a guard on a fold's index becomes
+its bounds, bit for bit.  The kernels are tests/corpus/loop_work.py (compiled, reference and
+numpy at sizes 0, 1 and large are tests/test_corpus.py's)."""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import fsmooth as fs
+from corpus import adbench_gmm, loop_work
+from fsmooth import Array, Bool, Double, build, core, ifold, length
+from fsmooth.anf import anf_program
+from fsmooth.driver import compile_to_c
+from fsmooth.dps.interp import run_kernel
+from fsmooth.dps.simplify import simplify_allocs
+from fsmooth.dps.translate import dps_program
+from fsmooth.optimize import optimize_program
+from fsmooth.options import Options
+from fsmooth.shape.translate import shape_program
+from test_codegen_c import ASAN, Runner, run_under_address_sanitizer
+
+COMPARISONS = ("lt", "le", "gt", "ge")
+
+
+def optimized(kernel: fs.Kernel, **changes) -> core.KernelDef:
+    return optimize_program(anf_program(kernel.program()), replace(Options(), **changes)).main
+
+
+def run(kernel: fs.Kernel, *args, **changes):
+    """The DPS interpreter's run of ``kernel`` compiled with the defaults and ``changes``: its
+    result and the work it did; its arena peak is the computed scratch."""
+    options = replace(Options(), **changes)
+    anf = optimize_program(anf_program(kernel.program()), options)
+    result = run_kernel(simplify_allocs(dps_program(anf, shape_program(anf)), options), kernel.name, list(args))
+    assert result.high_water <= result.scratch
+    return result
+
+
+def trips(work) -> int:
+    return work["build trip"] + work["ifold trip"]
+
+
+def nodes(e: core.Expr, node_type) -> list:
+    return [t for t in core.walk(e) if isinstance(t, node_type)]
+
+
+def rng_for(name: str):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+# ----------------------------------------------------------------------------- work-preserving fusion
+
+def test_a_producer_read_in_a_deeper_loop_is_computed_once():
+    rng = rng_for("fused_exp_sin")
+    v = rng.uniform(-1, 1, 20)
+    for m in (20, 80):  # the issue's case: m·n exps and sines when fused into the j loop
+        w = rng.uniform(-1, 1, m)
+        r = run(loop_work.fused_exp_sin, v, w)
+        assert r.work["exp"] == r.work["sin"] == 20
+        np.testing.assert_allclose(r.result, loop_work.np_fused_exp_sin(v, w), rtol=1e-12)
+    k = optimized(loop_work.fused_exp_sin)
+    assert len(nodes(k.body, core.Build)) == 2  # e is materialised, once, before the j loop
+
+
+@fs.kernel
+def map_map(v: Array[Double]) -> Array[Double]:
+    e = build(length(v), lambda i: fs.exp(v[i]))
+    return build(length(v), lambda i: e[i] * 2.0)
+
+
+@fs.kernel
+def map_fold(v: Array[Double]) -> Double:
+    e = build(length(v), lambda i: fs.exp(v[i]))
+    return ifold(lambda a, i: a + e[i], 0.0, length(v))
+
+
+@fs.kernel
+def cheap_into_a_deeper_loop(v: Array[Double], w: Array[Double]) -> Array[Double]:
+    e = build(length(v), lambda i: v[i] * 2.0)
+    return build(length(w), lambda j: ifold(lambda a, i: a + e[i] * w[j], 0.0, length(v)))
+
+
+@pytest.mark.parametrize("kernel, builds", [(map_map, 1), (map_fold, 0), (cheap_into_a_deeper_loop, 1)],
+                         ids=["map-map", "map-fold", "cheap-element"])
+def test_a_producer_read_once_per_element_or_cheap_is_still_fused(kernel, builds):
+    k = optimized(kernel)
+    assert len(nodes(k.body, core.Build)) == builds
+    v = rng_for(kernel.name).uniform(-1, 1, 9)
+    args = (v,) * len(kernel.program().main.params)
+    np.testing.assert_allclose(kernel(*args), kernel.reference(*args), rtol=1e-12)
+    if kernel is not cheap_into_a_deeper_loop:
+        assert run(kernel, *args).work["exp"] == 9
+
+
+# ----------------------------------------------------------------------------- loop-invariant code motion
+
+def test_the_norm_leaves_the_loop_linear_not_quadratic():
+    rng = rng_for("normalise")
+    small, large = rng.uniform(0.5, 2, 25), rng.uniform(0.5, 2, 100)
+    hoisted = [run(loop_work.normalise, v).work for v in (small, large)]
+    kept = [run(loop_work.normalise, v, licm=False).work for v in (small, large)]
+    assert [trips(w) for w in hoisted] == [50, 200]  # n + n: ratio 4 for 4n
+    assert [trips(w) for w in kept] == [25 + 25 * 25, 100 + 100 * 100]  # ratio about 16
+    assert [w["sqrt"] for w in hoisted] == [1, 1] and [w["sqrt"] for w in kept] == [25, 100]
+    np.testing.assert_allclose(run(loop_work.normalise, large).result, loop_work.np_normalise(large), rtol=1e-12)
+
+
+def test_an_invariant_that_may_fail_moves_guarded():
+    k = optimized(loop_work.guarded_invariant)
+    (loop,) = nodes(k.body, core.Build)
+    assert not nodes(loop.fn.body, core.Ifold)  # the fold left the build ...
+    assert any(isinstance(t, core.If) and nodes(t.then, core.Ifold) for t in core.walk(k.body))  # ... under a guard
+    w, v = np.arange(1.0, 9.0), np.arange(1.0, 6.0)
+    assert trips(run(loop_work.guarded_invariant, w, v, 3).work) == 8 + 5  # not 8 + 8·5
+    f = loop_work.guarded_invariant
+    empty = np.zeros(0)
+    # the loop runs zero times: no division by zero, in the reference and compiled
+    for args in ((empty, v, 0), (empty, empty, 0), (w, empty, 0)):
+        np.testing.assert_array_equal(f(*args), f.reference(*args))
+        np.testing.assert_array_equal(run(f, *args).result, f.reference(*args))
+    assert f(w, empty, 0).tolist() == w.tolist()
+    for call in (f, f.reference):
+        with pytest.raises(ZeroDivisionError):
+            call(w, v, 0)
+
+
+@fs.kernel
+def scaled_by_first(w: Array[Double], v: Array[Double]) -> Array[Double]:
+    return build(length(w), lambda i: w[i] * v[0])
+
+
+@fs.kernel
+def sum_in_a_branch(v: Array[Double], c: Bool) -> Array[Double]:
+    return build(length(v), lambda i: ifold(lambda a, j: a + v[j], 0.0, length(v)) if c else v[i])
+
+
+def test_what_may_fail_without_a_loop_and_what_sits_in_a_branch_stay():
+    (loop,) = nodes(optimized(scaled_by_first).body, core.Build)
+    assert any(t.arr.name == "v" for t in nodes(loop.fn.body, core.Get))  # v[0] stays: w may be empty
+    assert scaled_by_first(np.zeros(0), np.zeros(0)).shape == (0,)
+    (loop,) = nodes(optimized(sum_in_a_branch).body, core.Build)
+    (branch,) = nodes(loop.fn.body, core.If)
+    assert nodes(branch.then, core.Ifold)  # not hoisted out of its branch
+    v = np.arange(1.0, 6.0)
+    for c in (True, False):
+        np.testing.assert_array_equal(sum_in_a_branch(v, c), sum_in_a_branch.reference(v, c))
+
+
+# ----------------------------------------------------------------------------- guards become bounds
+
+TRIANGLES = [  # kernel, trips of the folds at size n (the build's n trips apart)
+    (loop_work.lower_sums, lambda n: n * (n - 1) // 2),
+    (loop_work.lower_sums_inclusive, lambda n: n * (n + 1) // 2),
+    (loop_work.upper_sums, lambda n: n * (n - 1) // 2),
+    (loop_work.upper_sums_inclusive, lambda n: n * (n + 1) // 2),
+]
+
+
+@pytest.mark.parametrize("kernel, fold_trips", TRIANGLES, ids=[k.name for k, _ in TRIANGLES])
+def test_a_guarded_fold_runs_only_its_triangle_without_a_branch(kernel, fold_trips):
+    assert not nodes(optimized(kernel).body, core.If)
+    assert nodes(optimized(kernel, guards_to_bounds=False).body, core.If)
+    assert "fs_status = 1" not in kernel.c_source()  # the shifted reads are proven in range: no check
+    for n in (0, 1, 12):
+        v = rng_for(kernel.name).uniform(-1, 1, n)
+        bounded, guarded = run(kernel, v), run(kernel, v, guards_to_bounds=False)
+        assert bounded.work["ifold trip"] == fold_trips(n) and guarded.work["ifold trip"] == n * n
+        assert not any(bounded.work[op] for op in COMPARISONS) and sum(guarded.work[op] for op in COMPARISONS) == n * n
+        assert bounded.work["exp"] == guarded.work["exp"] == fold_trips(n)
+        # bit for bit: the skipped trips added +0.0 to an accumulator that started at +0.0
+        assert bounded.result.tobytes() == guarded.result.tobytes() == kernel.reference(v).tobytes()
+        assert kernel(v).tobytes() == kernel.reference(v).tobytes()
+
+
+EXTREMES = (-2**63, -5, -1, 0, 3, 6, 7, 2**63 - 1)
+
+
+def test_a_product_guard_is_a_bound_for_every_index_bit_for_bit():
+    v = rng_for("guarded_product").uniform(0.5, 1.5, 7)
+    f = loop_work.guarded_product
+    assert not nodes(optimized(f).body, core.If)  # a * 1.0 is exact: rewritten from any start
+    for i in EXTREMES:
+        for z in (-0.0, 0.0, 2.5, math.inf):
+            expected = f.reference(v, i, z)
+            r = run(f, v, i, z)
+            assert r.work["ifold trip"] == min(max(i + 1, 0), 7)
+            for got in (r.result, f(v, i, z)):
+                assert np.float64(got).tobytes() == np.float64(expected).tobytes(), (i, z)
+
+
+def test_an_integer_sum_guard_is_a_bound_for_every_index():
+    v = rng_for("guarded_count").uniform(-1, 1, 7)
+    f = loop_work.guarded_count
+    assert not nodes(optimized(f).body, core.If)
+    for i in EXTREMES:
+        r = run(f, v, i)
+        assert r.work["ifold trip"] == 7 - min(max(i, 0), 7)
+        assert r.result == f(v, i) == f.reference(v, i) == loop_work.np_guarded_count(v, i)
+
+
+def test_a_float_sum_from_a_variable_start_keeps_its_guard():
+    # -0.0 + 0.0 is +0.0: with a start that may be -0.0 a skipped trip is not the identity
+    f = loop_work.signed_zero_sums
+    assert nodes(optimized(f).body, core.If)
+    v = np.array([-0.0, -0.0, 1.0])
+    for i in (0, 1, 2, 3):
+        expected = f.reference(v, i, -0.0)
+        assert np.float64(f(v, i, -0.0)).tobytes() == np.float64(expected).tobytes()
+        assert np.float64(run(f, v, i, -0.0).result).tobytes() == np.float64(expected).tobytes()
+    assert np.signbit(f.reference(v, 2, -0.0)) == False  # the reference's own sign: +0.0  # noqa: E712
+    assert np.signbit(f(v[:2], 2, -0.0))  # no skipped trip: -0.0 stays
+
+
+# ----------------------------------------------------------------------------- GMM
+
+def _gmm_args(n, k, d):
+    rng = rng_for("gmm")
+    icf = np.concatenate([rng.uniform(-0.5, 0.5, (k, d)), rng.uniform(-1, 1, (k, d * (d - 1) // 2))], axis=1)
+    return (rng.uniform(-1, 1, k), rng.uniform(-2, 2, (k, d)), icf, rng.uniform(-2, 2, (n, d)), 1.5, 2)
+
+
+def test_gmm_computes_the_exp_of_the_diagonal_once_not_per_point():
+    k, d = 3, 4
+    exps = {}
+    for n in (2, 8):
+        args = _gmm_args(n, k, d)
+        r = run(adbench_gmm.gmm_full_objective, *args)
+        np.testing.assert_allclose(r.result, adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
+        exps[n] = r.work["exp"]
+    # per point only logsumexp's K exps: the diagonal's K·d are outside the loop over points
+    assert exps[8] - exps[2] == (8 - 2) * k
+
+
+# ----------------------------------------------------------------------------- sanitizers
+
+SANITIZED = {  # kernel -> its arguments at size n
+    loop_work.fused_exp_sin: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 1)),
+    loop_work.normalise: lambda rng, n: (rng.uniform(0.5, 2, n),),
+    loop_work.guarded_invariant: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 2), 3),
+    **{k: (lambda rng, n: (rng.uniform(-1, 1, n),)) for k, _ in TRIANGLES},
+}
+
+
+@pytest.mark.parametrize("kernel", list(SANITIZED), ids=[k.name for k in SANITIZED])
+def test_rewritten_c_through_the_abi(kernel, tmp_path):
+    """Built by hand with -fsanitize (address under ASAN, undefined always), called by the ABI,
+    at sizes 0, 1 and large; the product guard at extreme bounds (int64 min and max)."""
+    run_c = Runner(compile_to_c(kernel.program(), Options()), tmp_path, kernel.name)
+    for n in (0, 1, 200):
+        args = SANITIZED[kernel](rng_for(kernel.name), n)
+        np.testing.assert_allclose(run_c(*args), kernel.reference(*args), rtol=1e-12, atol=1e-12)
+
+
+def test_rewritten_bounds_through_the_abi(tmp_path):
+    f = loop_work.guarded_product
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    for n in (0, 1, 9):
+        v = rng_for("product").uniform(0.5, 1.5, n)
+        for i in EXTREMES:
+            assert run_c(v, i, 1.25) == f.reference(v, i, 1.25)
+
+
+@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
+def test_rewritten_c_under_address_sanitizer():
+    result = run_under_address_sanitizer(__file__, "through_the_abi")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
