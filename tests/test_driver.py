@@ -21,9 +21,10 @@ def test_the_c_and_opencl_passes_in_order():
 
 
 def test_each_rewrite_is_a_pass_its_option_switches():
-    assert REWRITES == ("inline_kernels", "inline_lets_and_fusion", "constant_folding", "cse", "dce")
-    assert [name for name, _ in kernel_rewrites(Options(cse=False, inline_kernels=False))] == [
-        "inline_lets_and_fusion", "constant_folding", "dce"]
+    assert REWRITES == ("inline_kernels", "inline_lets_and_fusion", "constant_folding", "cse", "dce", "licm",
+                        "guards_to_bounds")
+    assert [name for name, _ in kernel_rewrites(Options(cse=False, inline_kernels=False, licm=False))] == [
+        "inline_lets_and_fusion", "constant_folding", "dce", "guards_to_bounds"]
     assert kernel_rewrites(Options(**UNOPTIMISED)) == ()
     # inline_lets and fusion are one rewrite: either turns it on
     assert [name for name, _ in kernel_rewrites(Options(**{**UNOPTIMISED, "fusion": True}))] == [

@@ -79,8 +79,8 @@ def test_scratch_is_the_measured_high_water_mark(kernel, args):
 
 def test_only_the_outermost_loops_run_on_threads():
     """BA: the build over the observations (and the weights'); the kernels it calls per
-    observation have no OpenMP region: one would be started at every call.  GMM: its builds
-    are inside the fold over the points, or in kernels called there, so none is parallel."""
+    observation have no OpenMP region: one would be started at every call.  GMM: the builds
+    inside the fold over the points, or in kernels called there, are not parallel."""
     ba = compile_to_c(adbench_ba.ba_objective.program(), PARALLEL).source
     objective = _body(ba, "adbench_ba_ba_objective")
     assert objective.count("#pragma omp parallel for num_threads(nthreads) schedule(static)") == 2
@@ -88,11 +88,14 @@ def test_only_the_outermost_loops_run_on_threads():
     for callee in ("project", "reprojection_error", "rodrigues_rotate_point", "cross3", "radial_distort"):
         assert "omp" not in _body(ba, f"adbench_ba_{callee}")
     gmm = compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source
-    for kernel in ("gmm_full_objective", "gmm_main_terms"):
-        assert "omp" not in _body(gmm, f"adbench_gmm_{kernel}")
-    assert re.search(r"adbench_gmm_gmm_main_terms_body\(.*, INT64_C\(1\)\)", gmm)
-    # q_times_x, inlined there, is also a kernel of its own: called alone, its build is outermost
-    assert "#pragma omp parallel for" in _body(gmm, "adbench_gmm_q_times_x")
+    # its two builds over the components (sum_qs, the exp of the diagonals) come before the
+    # points: outermost, so parallel; main_terms, called in the fold over the points, has none
+    assert _body(gmm, "adbench_gmm_gmm_full_objective").count(
+        "#pragma omp parallel for num_threads(nthreads) schedule(static) if(icf_d0 > 1)") == 2
+    assert "omp" not in _body(gmm, "adbench_gmm_main_terms")
+    assert re.search(r"adbench_gmm_main_terms_body\(.*, INT64_C\(1\)\)", gmm)
+    # lower_times_x, called there, is also a kernel of its own: called alone, its build is outermost
+    assert "#pragma omp parallel for" in _body(gmm, "adbench_gmm_lower_times_x")
     # a call inside the parallel loop runs on its caller's thread: it is told one thread
     assert re.search(r"adbench_ba_project_body\(.*, INT64_C\(1\)\)", objective)
 
