@@ -370,7 +370,7 @@ def main(argv=None) -> int:
                 settings[key] = value
         settings["manual_flags"] = list(adbench_impls.MANUAL_FLAGS)
         settings["eigen_flags"] = list(adbench_impls.EIGEN_FLAGS)
-        settings["fsmooth_flags"] = list(adbench_impls.micro_impls.cache.COMPILE_ARGS)
+        settings["fsmooth_flags"] = [*adbench_impls.micro_impls.cache.COMPILE_ARGS, *adbench_impls.micro_impls.cache.host_flags()]
         cases = {"quick": adbench_impls.QUICK_CASES, "reduced": adbench_impls.REDUCED_CASES,
                  "full": adbench_impls.FULL_CASES}[preset]
         results = run_times(_select(cases, objectives), settings)
