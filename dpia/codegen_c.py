@@ -94,8 +94,8 @@ class CKernelEmitter(KernelEmitter):
         reports wins."""
         count: list = []
         bound = strip_parentheses(self.checked_size(n, ranges, count))
-        n_loop = next(self.internal)
-        shared, self.exit = self.exit, FailureExit(f"fs_next_{n_loop}", f"fs_status_{n_loop}")
+        k = self.fresh_number()
+        shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
         own, self.in_parallel = self.exit, True
         threads_size = self.rename(size_symbol(self.k.threads), env)
         threads = self.cint(threads_size, ranges)
@@ -150,7 +150,7 @@ class CKernelEmitter(KernelEmitter):
                  f"if ({cname} == NULL) {self.exit.fail(STATUS_OUT_OF_MEMORY)}"]
         if self.options.allocation != "malloc":
             return lines + self.comm(body, env, ranges)
-        outer, self.exit = self.exit, FailureExit(f"fs_free_{next(self.internal)}", self.exit.status)
+        outer, self.exit = self.exit, FailureExit(f"fs_free{self.fresh_number()}", self.exit.status)
         try:
             lines += self.comm(body, env, ranges)
         finally:

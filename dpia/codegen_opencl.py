@@ -140,7 +140,7 @@ class _OpenCLEmitter(KernelEmitter):
 
     def _scoped_exit(self) -> _StatusExit:
         """An exit to the end of a piece of code that only some work-items of a group run."""
-        scoped = _StatusExit(f"fs_next_{next(self.internal)}", _STATUS_PARAM, slot=self.slot)
+        scoped = _StatusExit(f"fs_next{self.fresh_number()}", _STATUS_PARAM, slot=self.slot)
         self.exits.append(scoped)
         return scoped
 

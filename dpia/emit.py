@@ -23,7 +23,6 @@ and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from dataclasses import dataclass
 from importlib.resources import files
@@ -191,7 +190,8 @@ class KernelEmitter:
         self.namer = Namer(globals_ | {"scratch", "dims_out"} | {f"out{suffix}" for suffix, _, _ in self.outputs})
         # fs_ names are the runtime's (Namer never gives one out): labels and status variables
         self.exit = FailureExit("fs_exit", "fs_status")
-        self.internal = itertools.count(1)
+        # numbers for the runtime's fs_ names (labels, status and size variables), from one supply
+        self.runtime_numbers = NameSupply(numbered=True)
         self.param_names = {name: self.namer.fresh(name) for name, _, _ in k.params}
         self.dim_names = {}
         for name, ty, dims in k.params:
@@ -244,6 +244,11 @@ class KernelEmitter:
         simplified = truncating_divisions(simplify_index(e, ranges), ranges)
         return print_size(simplified, target or self.size_target, self.size_name)
 
+    def fresh_number(self) -> str:
+        """``_k`` for the next k: the suffix of a group of the runtime's fs_ names (a label and
+        its status variable share one), which Namer never gives out."""
+        return self.runtime_numbers.fresh("")
+
     def checked_size(self, n: sympy.Expr, ranges: Ranges, checks: list) -> str:
         """The C of ``n``, a size computed in the body (a loop count, a region's bytes): as it
         is where it cannot overflow int64 (``overflow_free``), else computed with checked
@@ -251,8 +256,8 @@ class KernelEmitter:
         it overflows, as a reference ``Int64`` that wrapped is an OverflowError as a size."""
         if self.overflow_free(n, ranges):
             return self.cint(n, ranges)
-        k = next(self.internal)
-        flag, name = f"fs_overflow_{k}", f"fs_size_{k}"
+        k = self.fresh_number()
+        flag, name = f"fs_overflow{k}", f"fs_size{k}"
         text = self.cint(n, ranges, overflow_checked_c(flag))
         checks += [f"bool {flag} = false;", f"const int64_t {name} = {strip_parentheses(text)};",
                    self.size_overflow(flag)]
