@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -45,6 +44,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/adbench.py
 
 from benchmarks import adbench_impls, adbench_report, micro_report  # noqa: E402
 from benchmarks.micro import _maxrss_kib, _reset_peak_rss, _status_kib  # noqa: E402
+from benchmarks.micro import run_in_child as micro_run_in_child  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -214,17 +214,7 @@ def _child_main(spec: str) -> None:
 
 
 def run_in_child(job: dict) -> dict:
-    command = [sys.executable, "-m", "benchmarks.adbench", "--child", json.dumps(job)]
-    try:
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"did not finish in {CHILD_TIMEOUT_S} s"}
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return {"error": f"exit status {done.returncode}: {lines[-1] if lines else 'no output'}"}
+    return micro_run_in_child(job, "benchmarks.adbench", RESULT_MARK, CHILD_TIMEOUT_S)
 
 
 def _memory_profiler_missing() -> str | None:

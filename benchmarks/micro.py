@@ -113,17 +113,18 @@ def _child_main(spec: str) -> None:
     print(RESULT_MARK + json.dumps(result), flush=True)
 
 
-def run_in_child(job: dict) -> dict:
-    """``measure`` in a fresh interpreter; ``{"error": ...}`` if it fails."""
-    command = [sys.executable, "-m", "benchmarks.micro", "--child", json.dumps(job)]
+def run_in_child(job: dict, module: str = "benchmarks.micro", mark: str = RESULT_MARK,
+                 timeout_s: int = CHILD_TIMEOUT_S) -> dict:
+    """``python -m module --child JOB`` in a fresh interpreter: the JSON it prints after
+    ``mark`` (``measure``'s, for this module), or ``{"error": ...}`` if it fails."""
+    command = [sys.executable, "-m", module, "--child", json.dumps(job)]
     try:
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT_S)
+        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return {"error": f"did not finish in {CHILD_TIMEOUT_S} s"}
+        return {"error": f"did not finish in {timeout_s} s"}
     for line in done.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
+        if line.startswith(mark):
+            return json.loads(line[len(mark):])
     lines = (done.stderr or done.stdout).strip().splitlines()
     return {"error": f"exit status {done.returncode}: {lines[-1] if lines else 'no output'}"}
 
