@@ -60,7 +60,7 @@ def names_used(t: ir.Term) -> frozenset[str]:
 
 
 class UseSets:
-    """``names_used`` and ``regions_used`` of the terms of one rewrite, each term's set made once
+    """The variables (``names_used``) and the regions each term of one rewrite uses, each set made once
     from its own fields and its children's sets.  A bottom-up rewrite asks for the set of a body,
     then of the terms around it: made from scratch each time, the sets made the storage
     simplification quadratic (cubic with its re-rewrites) in the length of a let chain (issue 13).
