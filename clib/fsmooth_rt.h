@@ -19,7 +19,7 @@
 #define FS_STATUS_SIZE_CONSTRAINT 3
 #define FS_STATUS_OUT_OF_MEMORY 4
 #define FS_STATUS_INTEGER_CONVERSION 5
-#define FS_STATUS_SIZE_OVERFLOW 6
+#define FS_STATUS_INTEGER_OVERFLOW 6
 
 /* A region of the malloc and leaky variants; malloc(0) may be NULL, which would read as a failure. */
 static inline void *fs_malloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t)bytes : 1); }
@@ -74,7 +74,7 @@ static inline int64_t fs_size_min(int64_t a, int64_t b) {
  * (constraints + 1), a size divided by zero (constraints + 2). */
 static inline int fs_size_status(int failed, int constraints) {
     return failed <= constraints ? FS_STATUS_SIZE_CONSTRAINT
-         : failed == constraints + 1 ? FS_STATUS_SIZE_OVERFLOW : FS_STATUS_DIVISION_BY_ZERO;
+         : failed == constraints + 1 ? FS_STATUS_INTEGER_OVERFLOW : FS_STATUS_DIVISION_BY_ZERO;
 }
 /* a relation of two sizes: false where either is poison */
 static inline int fs_size_ge(int64_t a, int64_t b) { return a != FS_SIZE_POISON && b != FS_SIZE_POISON && a >= b; }

@@ -19,7 +19,8 @@
 #endif
 
 /* Integer floor division and modulo; the divisor is never zero here (kernels check first).
- * INT64_MIN / -1 wraps as Python's arbitrary-precision result would not fit anyway. */
+ * INT64_MIN // -1 (2**63, beyond int64) never reaches these: where the range analysis cannot
+ * prove a quotient fits, code generation calls fs_checked_floordiv_i64, which fails on it. */
 static inline int64_t fs_floordiv_i64(int64_t a, int64_t b) {
     if (b == -1) return (int64_t)(0u - (uint64_t)a);
     int64_t q = a / b;
@@ -41,10 +42,10 @@ static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
 }
 static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }
 
-/* Checked int64 arithmetic, for a size (a loop count, a region's bytes) computed inside a kernel
- * body: the exact result where it fits, else 0 with *overflow set (sticky, as a reference Int64
- * remembers a wrap), so the kernel fails with FS_STATUS_SIZE_OVERFLOW instead of running with a
- * wrapped size.  No operation overflows in C (CERT INT32-C's tests); a zero divisor also sets
+/* Checked int64 arithmetic, for the program's integer arithmetic and the sizes computed inside a
+ * kernel body (a loop count, a region's bytes) where the range analysis cannot prove that they
+ * fit: the exact result where it fits, else 0 with *overflow set (sticky), so the kernel fails
+ * with FS_STATUS_INTEGER_OVERFLOW, as a reference Int64 raises OverflowError.  No operation overflows in C (CERT INT32-C's tests); a zero divisor also sets
  * *overflow, though kernels test divisors first (FS_STATUS_DIVISION_BY_ZERO). */
 static inline int64_t fs_checked_add_i64(int64_t a, int64_t b, bool *overflow) {
     if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) { *overflow = true; return 0; }
@@ -63,6 +64,10 @@ static inline int64_t fs_checked_mul_i64(int64_t a, int64_t b, bool *overflow) {
                        : (b > 0 ? a < INT64_MIN / b : (a != 0 && b < INT64_MAX / a));
     if (wraps) { *overflow = true; return 0; }
     return a * b;
+}
+static inline int64_t fs_checked_abs_i64(int64_t a, bool *overflow) {
+    if (a == INT64_MIN) { *overflow = true; return 0; }
+    return a < 0 ? -a : a;
 }
 static inline int64_t fs_checked_floordiv_i64(int64_t a, int64_t b, bool *overflow) {
     if (b == 0 || (a == INT64_MIN && b == -1)) { *overflow = true; return 0; }

@@ -234,6 +234,7 @@ class CKernelEmitter(KernelEmitter):
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
         body = self.comm(k.body, env, self.kernel_ranges())
+        body = self.before_the_body(body)
         if self.exit.used:
             body = [f"int {self.exit.status} = 0;"] + body + [f"{self.exit.label}:", f"return {self.exit.status};"]
         else:
@@ -340,7 +341,7 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
               " * ABI: see fsmooth/artifact.py.  Status codes: 0 ok, 1 index out of range,",
               " * 2 integer division by zero, 3 size constraint violated, 4 out of memory,",
               " * 5 integer conversion out of range (int() of a NaN, an infinity or a float outside int64),",
-              " * 6 a size overflows int64. */",
+              " * 6 integer overflows int64 (a size or the program's Index/Card arithmetic). */",
               '#include "fsmooth_rt.h"']
     header += ["#include <omp.h>"] if options.parallel else []
     header += ["", _GC_SUPPORT] if options.allocation == "gc" else []

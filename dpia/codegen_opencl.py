@@ -54,7 +54,7 @@ from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
 
 from . import phrases as p
 from . import index_paths as paths
-from .emit import STATUS_SIZE_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
+from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .strategy_check import PARALLEL, private_count
@@ -118,11 +118,17 @@ class _OpenCLEmitter(KernelEmitter):
 
     size_target = OPENCL_C
 
-    def size_overflow(self, flag: str) -> str:
-        # The status only, no jump: a checked size that overflows is 0 (fs_checked_*_i64), so
-        # the loop it counts runs nothing on every work-item alike.  A goto out of a loop with a
-        # barrier in it is divergent control flow, on which PoCL's work-groups hang.
-        return f"if ({flag}) atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_SIZE_OVERFLOW});"
+    def integer_overflow(self, flag: str) -> str:
+        # The status only, no jump: checked arithmetic that overflows gives 0 (fs_checked_*_i64),
+        # so a loop it counts runs nothing on every work-item alike, and an index it computes is
+        # range-checked as any other.  A goto out of a loop with a barrier in it is divergent
+        # control flow, on which PoCL's work-groups hang.
+        return f"if ({flag}) atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_INTEGER_OVERFLOW});"
+
+    def unless(self, flag: str, body: list[str]) -> list[str]:
+        # a branch around the body, not a jump over its barriers: every work-item takes the same one
+        return ([f"if ({flag}) {{", f"    atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_INTEGER_OVERFLOW});",
+                 "} else {"] + indent(body) + ["}"])
 
     def __init__(self, k: p.ImperativeKernel, symbol: str, taken: frozenset, options: Options, slot: int):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
@@ -189,12 +195,14 @@ class _OpenCLEmitter(KernelEmitter):
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
         body = self.comm(phase.body, env, self.kernel_ranges())
+        tail = None if phase.tail is None else self._with_scoped_exit(
+            lambda: self.comm(phase.tail, env, self.kernel_ranges()))
+        body = self.before_the_body(body)
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
-        if phase.tail is not None:
+        if tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
-            tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, self.kernel_ranges()))
             body += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
                      f"if (get_local_id(0) == 0 && {_STATUS_PARAM}[{self.slot}] == 0) {{"] + indent(tail) + ["}"]
         if failing_before:

@@ -12,8 +12,10 @@ Sizes print as exact int64 C (``fsmooth.shape.size_printer``) with the helpers o
 
 Run-time checks give a status (``fsmooth.artifact.STATUS``): 1 for a checked read out of range,
 2 for an integer ``//``/``%`` by zero, 5 for ``int(x)`` of a NaN, an infinity or a float outside
-int64 (whose cast would be undefined behaviour in C), 6 for a size computed in the body (a loop
-count, a region's bytes) that overflows int64 (``checked_size``).  Every failure takes one path
+int64 (whose cast would be undefined behaviour in C), 6 for integer arithmetic that overflows
+int64: the program's own ``+ - * // -x abs`` on Index and Card (``exp``) and a size computed in
+the body (a loop count, a region's bytes: ``checked_size``), each wherever the range analysis
+cannot prove that it fits (``fsmooth.dps.ranges.overflow_conditions``).  Every failure takes one path
 (``FailureExit``): set the status variable of its scope and ``goto`` that scope's exit label.
 
 ``KernelEmitter`` writes one kernel's body; each back end subclasses it with its own functions
@@ -22,7 +24,6 @@ and primitives: ``dpia.codegen_c`` (the C ABI, heap allocation, OpenMP, calls of
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from importlib.resources import files
@@ -31,7 +32,7 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import Ranges, bounds, nonnegative, simplify_index, truncating_divisions
+from fsmooth.dps.ranges import Ranges, overflow_conditions, simplify_index, truncating_divisions
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
@@ -75,7 +76,7 @@ STATUS_DIVISION_BY_ZERO = 2
 STATUS_SIZES = 3
 STATUS_OUT_OF_MEMORY = 4
 STATUS_INTEGER_CONVERSION = 5
-STATUS_SIZE_OVERFLOW = 6
+STATUS_INTEGER_OVERFLOW = 6
 
 
 def is_reserved(name: str) -> bool:
@@ -201,6 +202,7 @@ class KernelEmitter:
         self.opaque: dict = {}
         self.reads: dict = {}
         self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
+        self.fitting_before_the_body: dict = {}  # sizes tested before the body (paths.FitsInt64)
 
     # -- sizes
     def _size_sources(self):
@@ -224,8 +226,10 @@ class KernelEmitter:
         return tuple(sources), names
 
     def kernel_ranges(self) -> Ranges:
-        """What is known at the start of the kernel's body: its sizes are ≥ 0."""
-        return Ranges(naturals=frozenset(index_symbol(cname) for cname in self.size_names.values()))
+        """What is known at the start of the kernel's body: its sizes are ≥ 0, and what the size
+        check computed before the call fits int64 (result dims, the scratch size)."""
+        sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
+        return paths.body_ranges(self.size_names.values(), [self.rename(e, {}) for e in sized])
 
     def size_name(self, symbol) -> str:
         if symbol in self.opaque:
@@ -250,46 +254,47 @@ class KernelEmitter:
         return self.runtime_numbers.fresh("")
 
     def checked_size(self, n: sympy.Expr, ranges: Ranges, checks: list) -> str:
-        """The C of ``n``, a size computed in the body (a loop count, a region's bytes): as it
-        is where it cannot overflow int64 (``overflow_free``), else computed with checked
-        arithmetic into a variable, ``checks`` failing the call with STATUS_SIZE_OVERFLOW where
-        it overflows, as a reference ``Int64`` that wrapped is an OverflowError as a size."""
-        if self.overflow_free(n, ranges):
+        """The C of ``n``, a size computed in the body (a loop count, a region's bytes, a size
+        argument of a call): plain where it cannot overflow int64 or where the sizes that bound
+        what it computes are tested before the body (``overflow_conditions``), else computed with
+        checked arithmetic where it is (``checked_value``)."""
+        conditions = overflow_conditions(n, ranges)
+        if conditions is not None:
+            self.fitting_before_the_body.update(dict.fromkeys(conditions))
             return self.cint(n, ranges)
+        if sympy.sympify(n).is_Integer:  # folded from literals, beyond int64
+            checks.append(self.integer_overflow("true"))
+            return "0"
+        return self.checked_value(lambda flag: strip_parentheses(self.cint(n, ranges, overflow_checked_c(flag))), checks)
+
+    def checked_value(self, text, checks: list) -> str:
+        """A variable holding an integer computed with checked arithmetic (``text(flag)``, the C
+        calling ``fs_checked_*_i64`` with ``&flag``), ``checks`` failing the call with
+        STATUS_INTEGER_OVERFLOW where it overflows int64, as a reference ``Int64`` raises
+        OverflowError."""
         k = self.fresh_number()
-        flag, name = f"fs_overflow{k}", f"fs_size{k}"
-        text = self.cint(n, ranges, overflow_checked_c(flag))
-        checks += [f"bool {flag} = false;", f"const int64_t {name} = {strip_parentheses(text)};",
-                   self.size_overflow(flag)]
+        flag, name = f"fs_overflow{k}", f"fs_int{k}"
+        checks += [f"bool {flag} = false;", f"const int64_t {name} = {text(flag)};", self.integer_overflow(flag)]
         return name
 
-    def size_overflow(self, flag: str) -> str:
-        """The C that fails the call where a checked size overflowed (``flag``)."""
-        return f"if ({flag}) {self.exit.fail(STATUS_SIZE_OVERFLOW)}"
+    def before_the_body(self, body: list[str]) -> list[str]:
+        """``body`` after the test, once, that the sizes bounding its index arithmetic fit int64
+        (``paths.FitsInt64``), computed with checked arithmetic: where one does not, the call
+        fails (status 6) without running the body."""
+        if not self.fitting_before_the_body:
+            return body
+        flag = f"fs_overflow{self.fresh_number()}"
+        return ([f"bool {flag} = false;"]
+                + [f"(void){self.cint(e, Ranges(), overflow_checked_c(flag))};" for e in self.fitting_before_the_body]
+                + self.unless(flag, body))
 
-    @functools.cached_property
-    def checked_sizes(self) -> tuple:
-        """The sizes that are known to fit int64 in the body, over C names: the size symbols
-        (dims of arrays and Card arguments, natural numbers) and what the size check computed
-        with checked arithmetic before the call (result dims, the scratch size, and each value
-        computed on the way, since an overflow there would have refused the call)."""
-        sized = [d for _, _, dims in self.outputs for d in dims] + [self.scratch()]
-        parts = [x for e in sized for x in _checked_parts(self.rename(e, {}))]
-        return tuple(dict.fromkeys([*self.size_symbols] + parts))
+    def unless(self, flag: str, body: list[str]) -> list[str]:
+        """``body``, run unless ``flag`` says that integer arithmetic overflowed."""
+        return [f"if ({flag}) {self.exit.fail(STATUS_INTEGER_OVERFLOW)}"] + body
 
-    @functools.cached_property
-    def size_symbols(self) -> frozenset:
-        return frozenset(index_symbol(c) for c in self.size_names.values())
-
-    def overflow_free(self, n: sympy.Expr, ranges: Ranges) -> bool:
-        """Whether computing ``n`` in plain int64 C cannot overflow: an atom, or an expression of
-        sizes and loop variables (natural numbers) whose every partial sum and product the range
-        analysis bounds between 0 and a size that fits (``checked_sizes``)."""
-        e = simplify_index(sympy.sympify(n), ranges)
-        if e.is_Atom:
-            return True
-        natural = self.size_symbols | {v for v, _, _ in ranges.loops}
-        return e.free_symbols <= natural and _overflow_free(e, self.checked_sizes, ranges)
+    def integer_overflow(self, flag: str) -> str:
+        """The C that fails the call where checked arithmetic overflowed (``flag``)."""
+        return f"if ({flag}) {self.exit.fail(STATUS_INTEGER_OVERFLOW)}"
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list):
@@ -316,6 +321,8 @@ class KernelEmitter:
                     self.reads[cname] = True
                 case paths.Opaque(symbol, phrase, env):
                     self.opaque[symbol] = f"({self.exp(phrase, env, ranges, checks)})"
+                case paths.FitsInt64(values):
+                    self.fitting_before_the_body.update(dict.fromkeys(values))
                 case paths.NonzeroDivisor(d):
                     checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
                                   f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
@@ -355,7 +362,7 @@ class KernelEmitter:
             case p.Literal(value, p.Num(s)):
                 return c_literal(value, s)
             case p.NatExp(value):
-                return self.cint(self.rename(value, env), ranges)
+                return self.checked_size(self.rename(value, env), ranges, checks)
             case p.ScalarOp(op, args):
                 texts = [self.exp(a, env, ranges, checks) for a in args]
                 if paths.divides_unchecked(ph):
@@ -368,6 +375,10 @@ class KernelEmitter:
                         texts[0] = name
                     checks.append(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
                                   f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}")
+                fits = paths.arithmetic_fits(ph, env, ranges, self.size_names)
+                if fits is None:
+                    return self.checked_value(lambda flag: f"fs_checked_{op}_i64({', '.join(texts)}, &{flag})", checks)
+                self.write_needs(fits, ranges, checks)
                 return prims.PRIMS[op].c.format(*texts, t=_suffix(p.data_of(args[0])))
             case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
                 return self.cint(env[name].expr, ranges)
@@ -510,69 +521,6 @@ class KernelEmitter:
                                constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
                                tuple(dict.fromkeys(self.range_checks)), k.threads)
-
-
-def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
-    """Whether every operation of ``e`` (over natural numbers), as ``print_size`` writes it,
-    stays in int64: the positive terms of a sum (written first) and the magnitude of its negative
-    ones are each between 0 and a size of ``known``, and so is every partial product of a term;
-    a quotient, remainder, minimum or maximum of such operands cannot overflow."""
-    if e.is_Atom or e in known:
-        return True
-    match e:
-        case sympy.Add() | sympy.Mul() | sympy.Pow():
-            terms = sympy.Add.make_args(e)
-            positive_part = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
-            negative_part = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
-            factors = [f for t in terms for f in _partial_products(-t if t.could_extract_minus_sign() else t)]
-            return all(_bounded(x, known, ranges) for x in (positive_part, negative_part, *factors)) and all(
-                _overflow_free(f.base if isinstance(f, sympy.Pow) else f, known, ranges)
-                for t in terms for f in sympy.Mul.make_args(t))
-        case sympy.floor() | sympy.ceiling():
-            return all(_overflow_free(x, known, ranges) for x in sympy.fraction(sympy.together(e.args[0])))
-        case sympy.Mod() | sympy.Min() | sympy.Max():
-            return all(_overflow_free(x, known, ranges) for x in e.args)
-    return False
-
-
-def _checked_parts(e: sympy.Expr) -> list:
-    """``e`` and the values C_CHECKED computes on the way to it: the operands of each sum,
-    product, minimum and maximum, and the numerator and denominator of each quotient."""
-    if e.is_Atom:
-        return []
-    match e:
-        case sympy.floor() | sympy.ceiling():
-            operands = sympy.fraction(sympy.together(e.args[0]))
-        case _:
-            num, den = sympy.fraction(sympy.together(e))
-            operands = (num, den) if den != 1 else e.args
-    return [e] + [x for operand in operands for x in _checked_parts(operand)]
-
-
-def _partial_products(term: sympy.Expr) -> list:
-    """The products a term's C computes on the way: the left folds of its factors."""
-    factors = [f for a in sympy.Mul.make_args(term)
-               for f in ([a.base] * int(a.exp) if isinstance(a, sympy.Pow) and a.exp.is_Integer and a.exp > 0 else [a])]
-    return [sympy.Mul(*factors[:k]) for k in range(2, len(factors) + 1)]
-
-
-def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
-    """0 <= x <= some size of ``known`` (which fits int64), or a constant that fits, over the
-    ranges of the loops: a term free of loop variables bounds itself."""
-    x = sympy.expand(x)
-    if x.is_Integer:
-        return 0 <= x < 2**63
-    lo = hi = sympy.Integer(0)
-    for term in sympy.Add.make_args(x):
-        if any(s in ranges for s in term.free_symbols):
-            bounded = bounds(term, ranges)
-            if bounded is None:
-                return False
-            lo, hi = lo + bounded.lo, hi + bounded.hi
-        else:
-            lo, hi = lo + term, hi + term
-    return nonnegative(lo, ranges) and (
-        (hi.is_Integer and hi < 2**63) or any(nonnegative(size - hi, ranges) for size in known))
 
 
 def _dims(dims) -> tuple:

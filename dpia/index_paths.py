@@ -12,7 +12,8 @@ kernel to its name there.  Index arithmetic stays symbolic (sympy), so the range
 What a place or an index needs is a tuple of ``Need``s, in the order code generation meets them:
 a scalar variable it reads (``Reads``), a value index arithmetic cannot see (``Opaque``: a read of
 an array, a call), computed as an expression where it is needed, a nonzero test of a divisor
-(``NonzeroDivisor``) and the check 0 ≤ index < length that DPS asked for (``InRange``: proven, or
+(``NonzeroDivisor``), sizes whose fitting int64 proves that index arithmetic cannot overflow
+(``FitsInt64``, tested before the body) and the check 0 ≤ index < length that DPS asked for (``InRange``: proven, or
 tested at run time, the place's offset then standing on the tested index, ``InRange.tested``).
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from fsmooth.dps.ranges import Ranges, in_range, positive, simplify_index
+from fsmooth.dps.ranges import (Ranges, checked_parts, in_range, nonnegative, overflow_conditions, positive,
+                                simplify_index)
 from fsmooth.errors import CompileError, Loc
 from fsmooth.types import Card, Index
 
@@ -92,6 +94,16 @@ class Opaque:
 
 
 @dataclass(frozen=True)
+class FitsInt64:
+    """Integer arithmetic is computed plainly where these values, in sizes alone, fit int64: the
+    bounds over the loops of what it computes on the way (``fsmooth.dps.ranges.overflow_conditions``).
+    The kernel tests them once, before its body, and fails with an OverflowError where one does not
+    fit, instead of testing every iteration's arithmetic."""
+
+    values: tuple
+
+
+@dataclass(frozen=True)
 class NonzeroDivisor:
     """A run-time test that the integer ``divisor`` is not 0 (the ranges do not prove it ≥ 1)."""
 
@@ -147,7 +159,7 @@ def expression_needs_a_test(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict
         case p.Literal() | p.NatExp():
             return False
         case p.ScalarOp(_, args):
-            return (divides_unchecked(ph) or converts_to_index(ph)
+            return (divides_unchecked(ph) or converts_to_index(ph) or may_overflow(ph, env, ranges, sizes)
                     or any(expression_needs_a_test(a, env, ranges, sizes) for a in args))
         case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
             return False
@@ -233,7 +245,8 @@ def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) 
 
 def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
     """The integer ``ph`` as an index expression: integer arithmetic stays symbolic, so the ranges
-    can simplify it; anything else is ``Opaque``."""
+    can simplify it, where it cannot overflow int64 (``may_overflow``); anything else is
+    ``Opaque``, computed as the program says (with checked arithmetic where it may overflow)."""
     match ph:
         case p.Ident(name) if isinstance(env.get(name), ScalarVariable):
             return Value(index_symbol(env[name].cname), (Reads(env[name].cname),))
@@ -241,30 +254,73 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
             return Value(env[name].expr, ())
         case p.Literal(value):
             return Value(sympy.Integer(int(value)), ())
-        case p.NatExp(value):
-            return Value(rename(value, env, sizes), ())
-        case p.ScalarOp("add" | "sub" | "mul" | "neg" | "min" | "max" as op, args) if integral(p.data_of(ph)):
-            parts = [index(a, env, ranges, sizes) for a in args]
-            xs = [part.expr for part in parts]
-            expr = {"add": lambda: xs[0] + xs[1], "sub": lambda: xs[0] - xs[1],
-                    "mul": lambda: xs[0] * xs[1], "neg": lambda: -xs[0],
-                    "min": lambda: sympy.Min(*xs), "max": lambda: sympy.Max(*xs)}[op]()
-            return Value(expr, sum((part.needs for part in parts), ()))
+        case p.NatExp(value) if (fits := _fits(rename(value, env, sizes), ranges)) is not None:
+            return Value(rename(value, env, sizes), fits)
         case p.ScalarOp("to_Index", (arg,)) if integral(p.data_of(arg)):
             return index(arg, env, ranges, sizes)
-        case p.ScalarOp("floordiv" | "mod" as op, (num, den), _, nonzero) if integral(p.data_of(num)):
-            # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
-            # remove the division (fsmooth.dps.ranges); the zero test stays unless they prove d ≥ 1.
-            x, d = index(num, env, ranges, sizes), index(den, env, ranges, sizes)
-            needs = x.needs + d.needs
-            if not nonzero and not positive(d.expr, ranges):
-                needs += (NonzeroDivisor(d.expr),)
-            if d.expr.is_zero:  # the test above always fails: sympy's quotient would be zoo
-                return Value(sympy.Integer(0), needs)
-            expr = sympy.floor(x.expr / d.expr) if op == "floordiv" else sympy.Mod(x.expr, d.expr)
-            return Value(expr, needs)
+        case p.ScalarOp(op, _) if op in SYMBOLIC and integral(p.data_of(ph)):
+            value = _arithmetic(ph, env, ranges, sizes)
+            # sympy's algebra is that of unbounded integers: (a·b)//b is a only where a·b fits
+            fits = _fits(value.expr, ranges) if op in OVERFLOWING else ()
+            if fits is not None:
+                return Value(value.expr, value.needs + fits)
     symbol = sympy.Dummy("opaque", integer=True)
     return Value(symbol, (Opaque(symbol, ph, env),))
+
+
+SYMBOLIC = ("add", "sub", "mul", "neg", "min", "max", "floordiv", "mod")
+OVERFLOWING = ("add", "sub", "mul", "neg", "floordiv", "abs")  # int64 results that may not fit
+
+
+def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict) -> Value:
+    """The integer operation ``ph`` (one of ``SYMBOLIC``) over the index expressions of its operands."""
+    parts = [index(a, env, ranges, sizes) for a in ph.args]
+    xs, needs = [part.expr for part in parts], sum((part.needs for part in parts), ())
+    match ph.op:
+        case "floordiv" | "mod":
+            # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
+            # remove the division (fsmooth.dps.ranges); the zero test stays unless they prove d ≥ 1.
+            x, d = xs
+            if not ph.nonzero_divisor and not positive(d, ranges):
+                needs += (NonzeroDivisor(d),)
+            if d.is_zero:  # the test above always fails: sympy's quotient would be zoo
+                return Value(sympy.Integer(0), needs)
+            return Value(sympy.floor(x / d) if ph.op == "floordiv" else sympy.Mod(x, d), needs)
+    expr = {"add": lambda: xs[0] + xs[1], "sub": lambda: xs[0] - xs[1], "mul": lambda: xs[0] * xs[1],
+            "neg": lambda: -xs[0], "min": lambda: sympy.Min(*xs), "max": lambda: sympy.Max(*xs)}[ph.op]()
+    return Value(expr, needs)
+
+
+def arithmetic_fits(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> tuple | None:
+    """None where ``ph`` is the program's integer arithmetic whose int64 result may not fit where
+    it is computed: code generation computes it with checked arithmetic, which fails the call
+    there (an OverflowError, as in a reference run).  Else what its plain computation needs: a
+    ``FitsInt64`` where the ranges bound it by sizes that the kernel tests before its body."""
+    match ph:
+        case p.ScalarOp("abs", (arg,)) if integral(p.data_of(ph)):
+            return () if nonnegative(index(arg, env, ranges, sizes).expr, ranges) else None
+        case p.ScalarOp(op, _) if op in OVERFLOWING and integral(p.data_of(ph)):
+            return _fits(_arithmetic(ph, env, ranges, sizes).expr, ranges)
+    return ()
+
+
+def may_overflow(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> bool:
+    """Whether code generation computes ``ph`` with checked arithmetic (``arithmetic_fits``)."""
+    return arithmetic_fits(ph, env, ranges, sizes) is None
+
+
+def _fits(e: sympy.Expr, ranges: Ranges) -> tuple | None:
+    conditions = overflow_conditions(e, ranges)
+    return None if conditions is None else ((FitsInt64(conditions),) if conditions else ())
+
+
+def body_ranges(size_names, checked: list) -> Ranges:
+    """What is known at the start of a kernel's body: its sizes (``size_names``, as the code names
+    them) are ≥ 0, and the expressions of them that the size check computed before the call
+    (``checked``: result dims, the scratch size), and the values on their way, fit int64."""
+    naturals = frozenset(index_symbol(c) for c in size_names)
+    fitting = [*naturals, *(x for e in checked for x in checked_parts(e))]
+    return Ranges(naturals=naturals, fitting=tuple(dict.fromkeys(fitting)))
 
 
 def guarded(cond: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Ranges:

@@ -27,6 +27,7 @@ taken to be nonnegative.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,21 +42,26 @@ class Ranges:
     """What is known at a point: ``loops``, (variable, lo, hi) per enclosing loop, outermost
     first, inclusive bounds in sizes and enclosing loop variables; ``facts``, (e, hi) for each
     enclosing ``if`` that says e ≤ hi; ``naturals``, the symbols known to be ≥ 0 beyond their
-    own assumptions (code generation's names of the sizes)."""
+    own assumptions (code generation's names of the sizes); ``fitting``, expressions of them
+    known to fit int64 (what the size check computed before the call, the loops' counts:
+    ``overflow_conditions``)."""
 
     loops: tuple = ()
     facts: tuple = ()
     naturals: frozenset = frozenset()
+    fitting: tuple = ()
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
-        """The ranges inside a loop of ``variable`` over lo .. hi."""
-        return Ranges(self.loops + ((variable, lo, hi),), self.facts, self.naturals)
+        """The ranges inside a loop of ``variable`` over lo .. hi, whose count, a value of the
+        code, fits int64."""
+        return dataclasses.replace(self, loops=self.loops + ((variable, lo, hi),),
+                                   fitting=self.fitting + (sympy.expand(hi - lo + 1),))
 
     def given(self, e: sympy.Expr, hi: sympy.Expr) -> Ranges:
         """The ranges inside ``if (e ≤ hi)``: a fact about e, unless e is a loop variable (whose
         own range is kept) or an enclosing ``if`` already bounds it."""
         e = sympy.expand(e)
-        return self if e in self else Ranges(self.loops, self.facts + ((e, hi),), self.naturals)
+        return self if e in self else dataclasses.replace(self, facts=self.facts + ((e, hi),))
 
     def bounds_of(self, e: sympy.Expr):
         """(lo, hi) of a loop variable, (None, hi) of an expression an ``if`` bounds, else None."""
@@ -72,7 +78,7 @@ class Ranges:
 
     def prefix(self, k: int) -> Ranges:
         """The ranges of the k outermost loops (nested ranges only)."""
-        return Ranges(self.loops[:k], (), self.naturals)
+        return dataclasses.replace(self, loops=self.loops[:k], facts=())
 
     def facts_about(self, e: sympy.Expr) -> tuple:
         """The loops and ``if`` facts that mention a symbol of ``e``, or of their own bounds, as
@@ -129,7 +135,7 @@ def tighten(ranges: Ranges):
             elif not nonnegative(bound - t_hi, ranges):
                 return None
         loops[j] = (t, t_lo, t_hi)
-    return Ranges(tuple(loops), (), ranges.naturals), tuple(reversed(counts))
+    return dataclasses.replace(ranges, loops=tuple(loops), facts=()), tuple(reversed(counts))
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ def bounds(e: sympy.Expr, ranges: Ranges) -> Bounds | None:
     (``tighten``: the iterations that reach the point), which are the tightest there are; else
     affine bounds (``_interval``).  The ``if`` facts are not used here (``in_range`` uses them)."""
     e = sympy.sympify(e)
-    domain = tighten(Ranges(ranges.loops, (), ranges.naturals))
+    domain = tighten(dataclasses.replace(ranges, facts=()))
     if domain is not None:
         exact = _extremes(e, domain[0])
         if exact is not None:
@@ -254,6 +260,8 @@ def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) ->
     ``k < min(length x, length y)`` gives."""
     e = sympy.expand(e)
     known = naturals(e.free_symbols, ranges)
+    if _nonnegative_terms(e, known):
+        return True
     least = {}
     for c in counts:
         if c.is_Integer:
@@ -274,6 +282,17 @@ def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) ->
         return True
     return any(e.coeff(m).is_negative and any(nonnegative(e.subs(m, a), ranges, counts) for a in m.args)
                for m in e.atoms(sympy.Min))
+
+
+def _nonnegative_terms(e: sympy.Expr, known: set) -> bool:
+    """A sum of monomials in ``known`` symbols with nonnegative coefficients: ≥ 0 at a glance,
+    without sympy's assumption queries (which take milliseconds)."""
+    for monomial, coefficient in e.as_coefficients_dict().items():
+        if coefficient < 0 or not all(
+                f in known or (isinstance(f, sympy.Pow) and f.base in known and f.exp.is_Integer and f.exp > 0)
+                for f in sympy.Mul.make_args(monomial) if f != 1):
+            return False
+    return True
 
 
 def naturals(symbols, ranges: Ranges) -> set:
@@ -513,3 +532,114 @@ def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
         return sympy.floor(arg)
 
     return sympy.sympify(e).replace(sympy.Mod, modulo).replace(sympy.floor, quotient)
+
+
+# ---------------------------------------------------------------------- int64 overflow
+
+
+@lru_cache(maxsize=4096)
+def overflow_conditions(e: sympy.Expr, ranges: Ranges) -> tuple | None:
+    """What makes computing ``e`` in plain int64 C, as ``print_size`` writes it, overflow-free: ()
+    where it is an atom, or an expression of natural numbers (sizes, loop variables) whose every
+    partial sum and product lies between 0 and one of ``ranges.fitting`` (or a constant that
+    fits); else the bounds, in sizes alone, of each value on the way that the ranges bound but that no
+    size of ``ranges.fitting`` covers (``j·(2d - j - 1)`` for j < d: 0 and (d - 1)·d), each of
+    which fitting int64 proves it, so that a kernel can test them once, before its body, instead
+    of at every iteration; None where a value on the way is not bounded so (it depends on data)."""
+    e = simplify_index(sympy.sympify(e), ranges)
+    if e.is_Atom:
+        return () if _fitting_atom(e) else None
+    natural = ranges.naturals | {v for v, _, _ in ranges.loops}
+    if not e.free_symbols <= natural:
+        return None
+    unproven: list = []
+    if not _overflow_free(e, ranges.fitting, ranges, unproven):
+        return None
+    conditions = []
+    loop_variables = {v for v, _, _ in ranges.loops}
+    for x in dict.fromkeys(unproven):
+        extent = bounds(x, ranges)
+        if extent is None or (sympy.sympify(extent.lo).free_symbols | sympy.sympify(extent.hi).free_symbols) & loop_variables:
+            return None
+        conditions += [extent.lo, extent.hi]
+    # a value of the code, or a size that the size check computed, needs no test
+    return tuple(dict.fromkeys(c for c in map(sympy.expand, conditions)
+                               if not (c.is_Atom and _fitting_atom(c)) and c not in ranges.fitting))
+
+
+def _fitting_atom(e: sympy.Expr) -> bool:
+    """A symbol (a value of the code, which fits) or an integer that fits int64 (one that sympy
+    folded from literals may not)."""
+    return not e.is_Integer or -2**63 <= e < 2**63
+
+
+def checked_parts(e: sympy.Expr) -> list:
+    """``e`` and the values checked size arithmetic (``C_CHECKED``) computes on the way to it: the
+    operands of each sum, product, minimum and maximum, and the numerator and denominator of each
+    quotient.  Where a size check computed ``e`` before a call, each of them fits int64 in the
+    kernel's body (an overflow would have refused the call): ``Ranges.fitting``."""
+    if e.is_Atom:
+        return []
+    match e:
+        case sympy.floor() | sympy.ceiling():
+            operands = sympy.fraction(sympy.together(e.args[0]))
+        case _:
+            num, den = sympy.fraction(sympy.together(e))
+            operands = (num, den) if den != 1 else e.args
+    return [e] + [x for operand in operands for x in checked_parts(operand)]
+
+
+def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges, unproven: list) -> bool:
+    """Whether every operation of ``e`` (over natural numbers), as ``print_size`` writes it,
+    stays in int64: the positive terms of a sum (written first) and the magnitude of its negative
+    ones are each between 0 and a size of ``known``, and so is every partial product of a term;
+    a quotient, remainder, minimum or maximum of such operands cannot overflow.  A sum or product
+    that no size of ``known`` bounds goes to ``unproven`` (``overflow_conditions`` bounds it)."""
+    if e.is_Atom:
+        return _fitting_atom(e)
+    if e in known:
+        return True
+    match e:
+        case sympy.Add() | sympy.Mul() | sympy.Pow():
+            terms = sympy.Add.make_args(e)
+            positive_part = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
+            negative_part = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
+            factors = [f for t in terms for f in _partial_products(-t if t.could_extract_minus_sign() else t)]
+            unproven += [x for x in (positive_part, negative_part, *factors) if not _bounded(x, known, ranges)]
+            return all(_overflow_free(f.base if isinstance(f, sympy.Pow) else f, known, ranges, unproven)
+                       for t in terms for f in sympy.Mul.make_args(t))
+        case sympy.floor() | sympy.ceiling():
+            return all(_overflow_free(x, known, ranges, unproven) for x in sympy.fraction(sympy.together(e.args[0])))
+        case sympy.Mod() | sympy.Min() | sympy.Max():
+            return all(_overflow_free(x, known, ranges, unproven) for x in e.args)
+    return False
+
+
+def _partial_products(term: sympy.Expr) -> list:
+    """The products a term's C computes on the way: the left folds of its factors."""
+    factors = [f for a in sympy.Mul.make_args(term)
+               for f in ([a.base] * int(a.exp) if isinstance(a, sympy.Pow) and a.exp.is_Integer and a.exp > 0 else [a])]
+    return [sympy.Mul(*factors[:k]) for k in range(2, len(factors) + 1)]
+
+
+def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
+    """0 <= x <= some size of ``known`` (which fits int64), or a constant that fits, over the
+    ranges of the loops: a term free of loop variables bounds itself."""
+    x = sympy.expand(x)
+    if x.is_Integer:
+        return 0 <= x < 2**63
+    lo = hi = sympy.Integer(0)
+    for term in sympy.Add.make_args(x):
+        if any(s in ranges for s in term.free_symbols):
+            bounded = bounds(term, ranges)
+            if bounded is None:
+                return False
+            lo, hi = lo + bounded.lo, hi + bounded.hi
+        else:
+            lo, hi = lo + term, hi + term
+    # only a size in every symbol of hi can bound it for all their values; sympy's assumption
+    # queries would take seconds over a kernel's many sizes, so a bound is seen at a glance or not
+    return nonnegative(lo, ranges) and (
+        (hi.is_Integer and hi < 2**63)
+        or any(_nonnegative_terms(d, naturals(d.free_symbols, ranges)) for size in known
+               if hi.free_symbols <= size.free_symbols for d in [sympy.expand(size - hi)]))

@@ -43,7 +43,7 @@ STATUS = {
     3: "size constraint violated",
     4: "out of memory",  # a region of the malloc, leaky or gc variant could not be allocated
     5: "integer conversion out of range",  # int(x) of a NaN, an infinity or a float outside int64
-    6: "size overflows int64",  # a result, scratch or body size (loop count, region bytes) computed with an overflow
+    6: "integer overflows int64",  # a size (result, scratch, loop count, region bytes) or Index/Card arithmetic
 }
 
 

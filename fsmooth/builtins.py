@@ -4,8 +4,8 @@ A kernel body calls these when it runs as Python (``kernel.reference``); the fro
 recognises the same objects (and the names of ``math``) when it compiles the body.
 
 A reference run computes as the compiled code does (README.md, "Integers and floats"):
-integers are ``Int64`` (int64 arithmetic that wraps around, as C's with ``-fwrapv``, where
-Python's ints would grow), floats numpy scalars (IEEE: ``1.0 / 0.0`` is inf, not a
+integers are ``Int64`` (Python's arithmetic, with a result outside int64 an OverflowError, as
+the compiled code's checked arithmetic), floats numpy scalars (IEEE: ``1.0 / 0.0`` is inf, not a
 ZeroDivisionError), and ``int``/``float`` inside a kernel are ``to_int``/``to_float``.
 """
 from __future__ import annotations
@@ -15,29 +15,24 @@ import math
 import numpy as np
 
 
-_WRAP = 1 << 64
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class Int64(int):
-    """An ``Index``/``Card`` value of a reference run: int64 arithmetic that wraps around, as
-    the compiled code's.  ``wrapped`` stays set on every value computed from one that wrapped,
-    so that such a value used as a size (``build``, ``ifold``) is an OverflowError, as the
-    compiled code's checked size arithmetic reports it."""
+    """An ``Index``/``Card`` value of a reference run: Python's integer arithmetic, within int64:
+    a result outside int64 is an OverflowError, as the compiled code's checked arithmetic."""
 
-    wrapped: bool
-
-    def __new__(cls, value, wrapped: bool = False):
+    def __new__(cls, value):
         value = int(value)
-        fitted = (value - _INT64_MIN) % _WRAP + _INT64_MIN
-        self = super().__new__(cls, fitted)
-        self.wrapped = wrapped or fitted != value
-        return self
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise OverflowError(f"integer overflows int64: {value}")
+        return super().__new__(cls, value)
 
     def _integer(self, other, op):
         if isinstance(other, (bool, np.bool_)) or not isinstance(other, (int, np.integer)):
             return NotImplemented
-        return Int64(op(int(self), int(other)), self.wrapped or getattr(other, "wrapped", False))
+        # a plain int is Python's arithmetic of literals alone, which must have fit on its way here
+        return Int64(op(int(self), int(Int64(other))))
 
     def _floating(self, other, op):
         """An integer operand of a floating operation takes the other's floating type (Double
@@ -97,13 +92,13 @@ class Int64(int):
         return self._floating(other, lambda a, b: b ** a)
 
     def __neg__(self):
-        return Int64(-int(self), self.wrapped)
+        return Int64(-int(self))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return Int64(abs(int(self)), self.wrapped)
+        return Int64(abs(int(self)))
 
 
 def to_int(x):
@@ -172,11 +167,9 @@ def plain(value):
 
 
 def size(n, what: str):
-    """``n`` as a count of ``what``: an Int64 that did not wrap around on its way."""
+    """``n`` as a count of ``what``."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{what} needs a Card size, not {type(n).__name__}")
-    if getattr(n, "wrapped", False):
-        raise OverflowError(f"the size of a {what} overflows int64")
     return int(n)
 
 
@@ -193,7 +186,7 @@ def build(n, f):
 
 def ifold(f, init, n):
     """``ifold(f, init, n)``: ``f(...f(f(init, 0), 1)..., n-1)``."""
-    state = checked(init) if isinstance(init, int) else init  # an Index state wraps as the compiled one
+    state = checked(init)  # an Index state (or component) an Int64, a float one a numpy float
     for i in range(size(n, "ifold")):
         state = f(state, Int64(i))
     # a state still the initial literal (no iteration) computes on as the compiled one: 0.0 / 0.0 is NaN

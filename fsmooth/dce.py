@@ -1,8 +1,9 @@
 """Dead-code elimination: a let whose variable is not used is dropped.
 
 Every F̃ expression is pure, so dropping an unused one changes no result.  One thing can be
-lost: a read ``a[i]`` out of range (or a call whose size check would fail) that nothing uses no
-longer fails; that is accepted, as a C compiler drops an unused load.
+lost: a read ``a[i]`` out of range (or a call whose size check would fail, integer arithmetic
+that would overflow) that nothing uses no longer fails; that is accepted, as a C compiler drops
+an unused load.
 """
 from __future__ import annotations
 

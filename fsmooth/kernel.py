@@ -98,17 +98,18 @@ class Kernel:
 
         Arrays are indexed with bounds checks (a negative index is an IndexError, as in the
         compiled code, not numpy's wrap-around); kernels called inside run as reference too.
-        Numbers compute as in the compiled code (``fsmooth.builtins``: int64 integers that wrap,
+        Numbers compute as in the compiled code (``fsmooth.builtins``: int64 integers, overflow an error,
         IEEE floats), so numpy's floating-point warnings are silenced.
         """
         import numpy as np
 
-        from .builtins import plain
+        from .builtins import checked, plain
 
         token = _in_reference.set(True)
         try:
             with np.errstate(all="ignore"):
-                return plain(self._run_reference(args))
+                # checked: a result of literals alone (1 + 2**63 - 1) is Python's, and must fit too
+                return plain(checked(self._run_reference(args)))
         finally:
             _in_reference.reset(token)
 

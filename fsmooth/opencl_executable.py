@@ -19,8 +19,8 @@ A failed run-time check in a kernel (a data-dependent index out of range, an int
 zero, ``int(x)`` of a NaN, an infinity or a float outside int64) raises as the C runtime does: the
 'status' buffer, one ``int`` per launch, is zeroed before the launches and read after them (one
 small transfer), and its first nonzero code goes through ``fsmooth.runtime``'s mapping
-(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, 6 → OverflowError for a size computed in
-a kernel body that overflows int64, ...), naming the kernel.
+(1 → IndexError, 2 → ZeroDivisionError, 5 → ValueError, 6 → OverflowError for integer arithmetic
+or a size computed in a kernel body that overflows int64, ...), naming the kernel.
 
 Device arrays (``pyopencl.array.Array``) can be passed in and out: an input that is already on the
 device is used in place, and the result stays on the device when ``device_result=True`` or when

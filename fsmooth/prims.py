@@ -155,4 +155,7 @@ def coerce(value, t: Scalar):
         return float(value)
     if t == Bool:
         return bool(value)
-    return int(value)
+    value = int(value)
+    if not -2**63 <= value < 2**63:  # as the compiled code's checked arithmetic (status 6)
+        raise OverflowError(f"integer overflows int64: {value}")
+    return value

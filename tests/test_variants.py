@@ -177,9 +177,10 @@ def test_flattened_indices_compute_the_same(rng):
 
 def test_integer_lets_are_inlined_but_accumulators_are_stored():
     """An integer let is kept as its expression (so ranges can simplify it); an ifold's integer
-    state is written every iteration, so it stays a variable."""
+    state is written every iteration, so it stays a variable, and its sum, which nothing bounds,
+    is checked for overflow (README "Integers and floats")."""
     assert strided_sum(3, 4) == strided_sum.reference(3, 4) == 4 * (0 + 1 + 2)
     body = _body(strided_sum)
     # k ≥ 0 and m ≥ 1 inside the loop: C's truncating `/` is Python's `//` there, no helper
-    assert re.search(r"\bs = \(s \+ \(k / m\)\);", body), body
+    assert re.search(r"= fs_checked_add_i64\(s, \(k / m\), &fs_overflow_\d+\);", body), body
     assert "== 0" not in body  # inside `for k < n*m`, m >= 1: no test for a zero divisor
