@@ -283,6 +283,10 @@ def _fit(value: int) -> int:
     return value
 
 
+def _literal(text: str) -> bool:
+    return not any(name in text for name in "abc")
+
+
 def _integer_expression(draw, depth: int) -> tuple[str, object]:
     """(source, evaluate): an Index expression over a, b, c and literals, and its value by
     Python's integers, evaluated left to right, raising OverflowError where a value on the way
@@ -292,10 +296,14 @@ def _integer_expression(draw, depth: int) -> tuple[str, object]:
         return leaf, (lambda env: env[leaf] if leaf in env else int(leaf))
     op = draw(st.sampled_from(["+", "-", "*", "//", "%", "neg", "abs"]))
     x, fx = _integer_expression(draw, depth - 1)
+    if op in ("neg", "abs") and _literal(x):
+        op = "+"
     if op in ("neg", "abs"):
         return ((f"(-{x})", lambda env: _fit(-fx(env))) if op == "neg"
                 else (f"abs({x})", lambda env: _fit(abs(fx(env)))))
     y, fy = _integer_expression(draw, depth - 1)
+    if _literal(x) and _literal(y):  # literals alone are Python's in a reference run (README)
+        y, fy = "b", (lambda env: env["b"])
 
     def evaluate(env):
         u, v = fx(env), fy(env)
