@@ -233,6 +233,7 @@ def programs(draw, hostile: bool = False, depth: int = 3) -> Program:
         lines += ["@fs.kernel", f"def {helper_name}({', '.join(f'{n}: {t}' for n, t in params)}) -> Double:",
                   f"    return {body}", ""]
         w.helper = (helper_name, params, D)
+        w.used.add(helper_name)  # a name of the main kernel's that shadowed it would call a number
     main_name = kernel_names[0] if not hostile else draw(st.sampled_from(
         [n for n in KERNEL_NAMES if w.helper is None or n != w.helper[0]]))
     param_types = draw(st.lists(st.sampled_from((D, F, I, C, B, AD, AF, AI, MD)), min_size=1, max_size=5))
