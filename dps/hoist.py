@@ -53,7 +53,7 @@ def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) 
 def _per_thread(a: ir.Alloc, threads: sympy.Symbol) -> ir.Alloc:
     """The region ``a`` once for each of ``threads`` threads, side by side, each on cache lines
     of its own (the last one unpadded; no dims: padding is not part of a value)."""
-    return replace(a, count=_slice_elems(a) * (threads - 1) + a.count, dims=None)
+    return replace(a, count=_slice_elems(a) * (threads - 1) + a.count, dims=None, per_thread=True)
 
 
 def _slice_elems(a: ir.Alloc) -> sympy.Expr:

@@ -194,6 +194,8 @@ class Alloc(Term):
     # The dims of the value the region holds (() for a scalar: the empty allocation of Fig. 9);
     # None where unknown.  Printed as ``bytes x_shp``.
     dims: Dims | None = None
+    # One copy per thread of a parallel build (dps.hoist): the layout starts it on a cache line.
+    per_thread: bool = False
 
 
 @dataclass(frozen=True)

@@ -91,10 +91,13 @@ class _Scope:
 def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.Expr]:
     """(t with offsets filled, the peak arena use of t when the stack top is ``top``)."""
     match t:
-        case ir.Alloc(region, elem, n, body, _, dims):
-            end = top + region_bytes(elem, n)
+        case ir.Alloc(region, elem, n, body, _, dims, per_thread):
+            # threads' copies on cache lines of their own (the arena starts on one): copies that
+            # shared a line would have two cores writing it in turn (false sharing)
+            start = thread_slice(top) if per_thread else top
+            end = start + region_bytes(elem, n)
             body2, peak = _layout(body, end, scope)
-            return ir.Alloc(region, elem, n, body2, top, dims), _max(end, peak)
+            return ir.Alloc(region, elem, n, body2, start, dims, per_thread), _max(end, peak)
         case ir.Call():
             return ir.Call(t.fn, t.dest, t.args, t.ty, top, t.check_sizes), top + scope.callee_scratch(t)
         case ir.Let(name, rhs, body, ty, dims):
@@ -110,12 +113,15 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             b2, p2 = _layout(b, top, scope)
             return ir.If(c, a2, b2, ty), _max(p1, p2)
         case ir.Build(_, n, i, body, _, True):
-            # concurrent iterations: each thread gets its own frame, the body's peak above top
+            # concurrent iterations: each thread gets its own frame, the body's peak, on cache
+            # lines of its own above top
             _, peak = _layout(body, sympy.Integer(0), scope)
-            frame = thread_slice(peak)
-            body2, _ = _layout(body, top + THREAD * frame, scope)
+            if peak == 0:  # no frames
+                return replace(t, body=_layout(body, top, scope)[0]), top
+            frame, base = thread_slice(peak), thread_slice(top)
+            body2, _ = _layout(body, base + THREAD * frame, scope)
             # the last thread's slice needs no padding after it
-            return replace(t, body=body2), top + scope.other_threads * frame + peak
+            return replace(t, body=body2), base + scope.other_threads * frame + peak
         case ir.Build(_, _, _, body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak

@@ -175,3 +175,55 @@ def test_benchmark_script_runs_and_writes_its_json_and_c(tmp_path, capsys):
     assert bench.main(["--quick", "--write-c", str(tmp_path / "c")]) == 0
     assert "omp_get_thread_num()" in (tmp_path / "c" / "parallel" / "ba.c").read_text()
     assert "omp" not in (tmp_path / "c" / "sequential" / "ba.c").read_text()
+
+
+def _operand(text: str, start: int) -> str:
+    """The C operand at ``start``: a parenthesised group, or a name or number."""
+    if text[start] != "(":
+        return re.match(r"[\w.]+", text[start:]).group(0)
+    depth = 0
+    for end in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        if depth == 0:
+            return text[start:end + 1]
+    raise AssertionError(text[start:])
+
+
+def _per_thread_byte_offsets(source: str) -> list:
+    """(where a thread's part starts, bytes per thread) of every place in the scratch that depends
+    on the thread's number: an offset added to the scratch pointer, or an index (in elements,
+    within the thread's part by the other terms) into a region, with the region's base."""
+    thread, parts = sympy.Symbol("fs_thread"), []
+
+    def split(offset, base=0, elem=1):
+        offset = sympy.expand(offset)
+        if thread in offset.free_symbols:
+            parts.append((base + elem * offset.subs(thread, 0).subs({s: 0 for s in offset.free_symbols
+                                                                   if s.name in ("i", "j") or "_" in s.name[:3]}),
+                          elem * offset.coeff(thread)))
+    for m in re.finditer(r"\(char \*\)scratch \+ ", source):
+        split(sympy.sympify(_operand(source, m.end())))
+    for m in re.finditer(r"(\w+) \*(\w+) = \(\w+ \*\)\(\(char \*\)scratch \+ ", source):
+        elem, region = {"double": 8, "float": 4, "int64_t": 8, "bool": 1}[m.group(1)], m.group(2)
+        base = sympy.sympify(_operand(source, m.end()))
+        for use in re.finditer(rf"\b{region}(?: \+ |\[)", source):
+            split(sympy.sympify(_operand(source, use.end())), base, elem)
+    return parts
+
+
+@pytest.mark.parametrize("kernel", [adbench_ba.ba_objective, ml.softmax_rows])
+def test_each_threads_scratch_starts_on_a_cache_line_of_its_own(kernel):
+    """Where each thread's part of the scratch starts, and its size, are multiples of the cache
+    line at every thread count (the arena starts on one): BA's frames once started 48 bytes short
+    of a line, so two cores wrote one line in turn at every observation (false sharing), and 2
+    threads took 3 times as long as one."""
+    parts = _per_thread_byte_offsets(compile_to_c(kernel.program(), PARALLEL).source)
+    assert parts, "no per-thread place found"
+    for start, stride in parts:
+        for value in (start, stride):
+            # a helper's value (fs_ceildiv_i64(m_d1, 8)) is an integer like any size
+            value = sympy.expand(value.replace(lambda e: isinstance(e, sympy.core.function.AppliedUndef),
+                                               lambda e: sympy.Symbol(str(e), integer=True)))
+            generators = sorted(value.free_symbols, key=str)
+            coefficients = sympy.Poly(value, *generators).coeffs() if generators else [value]
+            assert all(c % CACHE_LINE == 0 for c in coefficients), (start, stride)
