@@ -106,7 +106,11 @@ class _StatusExit(FailureExit):
 
     def fail(self, code) -> str:
         self.used = True
-        return f"{{ atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {code}); goto {self.label}; }}"
+        return f"{{ {self.record(code)} goto {self.label}; }}"
+
+    def record(self, code) -> str:
+        """The status only, no jump."""
+        return f"atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {code});"
 
 
 def _qualifier(space: str) -> str:
@@ -123,12 +127,11 @@ class _OpenCLEmitter(KernelEmitter):
         # so a loop it counts runs nothing on every work-item alike, and an index it computes is
         # range-checked as any other.  A goto out of a loop with a barrier in it is divergent
         # control flow, on which PoCL's work-groups hang.
-        return f"if ({flag}) atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_INTEGER_OVERFLOW});"
+        return f"if ({flag}) {self.exit.record(STATUS_INTEGER_OVERFLOW)}"
 
     def unless(self, flag: str, body: list[str]) -> list[str]:
         # a branch around the body, not a jump over its barriers: every work-item takes the same one
-        return ([f"if ({flag}) {{", f"    atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {STATUS_INTEGER_OVERFLOW});",
-                 "} else {"] + indent(body) + ["}"])
+        return [f"if ({flag}) {{", f"    {self.exit.record(STATUS_INTEGER_OVERFLOW)}", "} else {"] + indent(body) + ["}"]
 
     def __init__(self, k: p.ImperativeKernel, symbol: str, taken: frozenset, options: Options, slot: int):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's

@@ -290,7 +290,7 @@ class KernelEmitter:
 
     def unless(self, flag: str, body: list[str]) -> list[str]:
         """``body``, run unless ``flag`` says that integer arithmetic overflowed."""
-        return [f"if ({flag}) {self.exit.fail(STATUS_INTEGER_OVERFLOW)}"] + body
+        return [self.integer_overflow(flag)] + body
 
     def integer_overflow(self, flag: str) -> str:
         """The C that fails the call where checked arithmetic overflowed (``flag``)."""

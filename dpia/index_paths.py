@@ -254,8 +254,8 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
             return Value(env[name].expr, ())
         case p.Literal(value):
             return Value(sympy.Integer(int(value)), ())
-        case p.NatExp(value) if (fits := _fits(rename(value, env, sizes), ranges)) is not None:
-            return Value(rename(value, env, sizes), fits)
+        case p.NatExp(value) if (fits := _fits(renamed := rename(value, env, sizes), ranges)) is not None:
+            return Value(renamed, fits)
         case p.ScalarOp("to_Index", (arg,)) if integral(p.data_of(arg)):
             return index(arg, env, ranges, sizes)
         case p.ScalarOp(op, _) if op in SYMBOLIC and integral(p.data_of(ph)):

@@ -549,14 +549,13 @@ def overflow_conditions(e: sympy.Expr, ranges: Ranges) -> tuple | None:
     e = simplify_index(sympy.sympify(e), ranges)
     if e.is_Atom:
         return () if _fitting_atom(e) else None
-    natural = ranges.naturals | {v for v, _, _ in ranges.loops}
-    if not e.free_symbols <= natural:
+    loop_variables = {v for v, _, _ in ranges.loops}
+    if not e.free_symbols <= ranges.naturals | loop_variables:
         return None
     unproven: list = []
     if not _overflow_free(e, ranges.fitting, ranges, unproven):
         return None
     conditions = []
-    loop_variables = {v for v, _, _ in ranges.loops}
     for x in dict.fromkeys(unproven):
         extent = bounds(x, ranges)
         if extent is None or (sympy.sympify(extent.lo).free_symbols | sympy.sympify(extent.hi).free_symbols) & loop_variables:
