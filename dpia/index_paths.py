@@ -24,6 +24,7 @@ import sympy
 
 from fsmooth.dps.ranges import (Ranges, checked_parts, in_range, nonnegative, overflow_conditions, positive,
                                 simplify_index)
+from fsmooth import prims
 from fsmooth.errors import CompileError, Loc
 from fsmooth.types import Card, Index
 
@@ -261,7 +262,7 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
         case p.ScalarOp(op, _) if op in SYMBOLIC and integral(p.data_of(ph)):
             value = _arithmetic(ph, env, ranges, sizes)
             # sympy's algebra is that of unbounded integers: (a·b)//b is a only where a·b fits
-            fits = _fits(value.expr, ranges) if op in OVERFLOWING else ()
+            fits = _fits(value.expr, ranges) if op in prims.MAY_OVERFLOW else ()
             if fits is not None:
                 return Value(value.expr, value.needs + fits)
     symbol = sympy.Dummy("opaque", integer=True)
@@ -269,7 +270,6 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
 
 
 SYMBOLIC = ("add", "sub", "mul", "neg", "min", "max", "floordiv", "mod")
-OVERFLOWING = ("add", "sub", "mul", "neg", "floordiv", "abs")  # int64 results that may not fit
 
 
 def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict) -> Value:
@@ -299,7 +299,7 @@ def arithmetic_fits(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> tup
     match ph:
         case p.ScalarOp("abs", (arg,)) if integral(p.data_of(ph)):
             return () if nonnegative(index(arg, env, ranges, sizes).expr, ranges) else None
-        case p.ScalarOp(op, _) if op in OVERFLOWING and integral(p.data_of(ph)):
+        case p.ScalarOp(op, _) if op in prims.MAY_OVERFLOW and integral(p.data_of(ph)):
             return _fits(_arithmetic(ph, env, ranges, sizes).expr, ranges)
     return ()
 

@@ -13,12 +13,12 @@ a build of negative size. A loop that runs zero times evaluates none of its body
 let must not fail where the loop does not run. A let moves as is where its loop surely runs (a
 literal count above zero) or where it cannot fail: its reads are at a loop variable whose loop
 counts at most the array's length (``v[j]`` in ``ifold(..., length(v))``, or in a loop counted
-by such a variable), its integer divisors are nonzero literals, its builds are sized by a
-literal or a length, it calls no kernel. A scalar that may fail and contains a loop or a call
-(what is worth a branch) moves guarded, ``if 0 < n then e else 0``, evaluated exactly when the
-loop runs at least once. Anything else stays. Where the loop runs and the body fails at an
-earlier let, the hoisted let's error may come first: an error either way, as for
-``fsmooth.dce``.
+by such a variable), its integer divisors are literals other than 0 (and -1 for ``//``), its
+builds are sized by a literal or a length, it calls no kernel. A scalar that may fail and
+contains a loop or a call (what is worth a branch) moves guarded, ``if 0 < n then e else 0``,
+evaluated exactly when the loop runs at least once. Anything else stays. Where the loop runs and
+the body fails at an earlier let, the hoisted let's error may come first: an error either way,
+as for ``fsmooth.dce``.
 
 Builds with an OpenCL strategy neither move nor lose lets: their bodies are the mapping the
 program asked for.
@@ -28,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from . import prims
 from .core import (Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var, children, free_vars,
                    is_atom, map_children, walk)
 from .types import Bool, Card, Double, Float, Index, Scalar
 
 _FAILING_PRIMITIVES = ("floordiv", "mod", "trunc_to_Index")
-_OVERFLOWING_PRIMITIVES = ("add", "sub", "mul", "neg", "abs")  # on Index and Card: OverflowError
 _ZERO = {Double: 0.0, Float: 0.0, Index: 0, Card: 0, Bool: False}
 
 
@@ -125,9 +125,11 @@ def _cannot_fail(e: Expr, facts: _Facts) -> bool:
             return facts.below_length(idx, arr)
         case Get() | Call():
             return False
-        case PrimApp(op, args) if op in _FAILING_PRIMITIVES:
-            return op != "trunc_to_Index" and isinstance(args[1], Lit) and args[1].value != 0
-        case PrimApp(op, _, ty) if op in _OVERFLOWING_PRIMITIVES and ty in (Index, Card):
+        case PrimApp(op, args, ty) if op in _FAILING_PRIMITIVES:
+            # an integer x // -1 overflows at INT64_MIN
+            divisors = (0, -1) if op == "floordiv" and ty in (Index, Card) else (0,)
+            return op != "trunc_to_Index" and isinstance(args[1], Lit) and args[1].value not in divisors
+        case PrimApp(op, _, ty) if op in prims.MAY_OVERFLOW and ty in (Index, Card):
             return False
         case Let(name, Length(Var(arr)) as rhs, body):
             return _cannot_fail(body, facts.with_length(name, arr))

@@ -122,6 +122,9 @@ PRIMS: dict[str, Prim] = {
 }
 
 ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod")
+# On Index and Card, the primitives whose result may not fit int64 (INT64_MIN // -1 among them):
+# an OverflowError in a reference run, checked arithmetic in the compiled code where not proven
+MAY_OVERFLOW = ("add", "sub", "mul", "neg", "abs", "floordiv")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 CASTS = {Double: "to_Double", Float: "to_Float", Index: "to_Index"}
 

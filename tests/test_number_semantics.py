@@ -339,3 +339,16 @@ def test_random_integer_expressions_agree_with_exact_integers(tmp_path_factory, 
                 run(*values)
         return
     assert both(loaded.expression, *values) == exact, text
+
+
+@fs.kernel
+def negated_quotients(a: Index, n: Card) -> Double:
+    return ifold(lambda s, j: s + float(a // -1), 0.0, n)
+
+
+def test_a_quotient_by_minus_one_is_not_hoisted_out_of_a_loop_that_never_runs():
+    """``a // -1`` overflows at INT64_MIN, so loop-invariant code motion may not move it before a
+    loop that runs zero times (it did, and the call failed where the reference returned 0.0)."""
+    assert both(negated_quotients, -2**63, 0) == 0.0
+    overflows_in_both(negated_quotients, -2**63, 1)
+    assert both(negated_quotients, 5, 2) == -10.0
