@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import os
 import sys
 
@@ -284,7 +285,7 @@ def _fit(value: int) -> int:
 
 
 def _literal(text: str) -> bool:
-    return not any(name in text for name in "abc")
+    return re.search(r"\b[abc]\b", text) is None
 
 
 def _integer_expression(draw, depth: int) -> tuple[str, object]:

@@ -194,13 +194,14 @@ def _per_thread_byte_offsets(source: str) -> list:
     on the thread's number: an offset added to the scratch pointer, or an index (in elements,
     within the thread's part by the other terms) into a region, with the region's base."""
     thread, parts = sympy.Symbol("fs_thread"), []
+    loop_variables = {sympy.Symbol(name) for name in re.findall(r"for \(int64_t (\w+) = 0;", source)}
 
     def split(offset, base=0, elem=1):
         offset = sympy.expand(offset)
         if thread in offset.free_symbols:
-            parts.append((base + elem * offset.subs(thread, 0).subs({s: 0 for s in offset.free_symbols
-                                                                   if s.name in ("i", "j") or "_" in s.name[:3]}),
-                          elem * offset.coeff(thread)))
+            # the place within the thread's part is the loop variables' terms
+            start = offset.subs(thread, 0).subs({v: 0 for v in loop_variables})
+            parts.append((base + elem * start, elem * offset.coeff(thread)))
     for m in re.finditer(r"\(char \*\)scratch \+ ", source):
         split(sympy.sympify(_operand(source, m.end())))
     for m in re.finditer(r"(\w+) \*(\w+) = \(\w+ \*\)\(\(char \*\)scratch \+ ", source):
