@@ -379,7 +379,7 @@ class KernelEmitter:
                 if fits is None:
                     return self.checked_value(lambda flag: f"fs_checked_{op}_i64({', '.join(texts)}, &{flag})", checks)
                 self.write_needs(fits, ranges, checks)
-                return prims.PRIMS[op].c.format(*texts, t=_suffix(p.data_of(args[0])))
+                return prims.prim(op).c.format(*texts, t=_suffix(p.data_of(args[0])))
             case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
                 return self.cint(env[name].expr, ranges)
             case p.Ident() | p.Idx() | p.Shift() | p.Proj():

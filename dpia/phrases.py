@@ -204,7 +204,7 @@ class NatExp(Phrase):
 
 @dataclass(frozen=True)
 class ScalarOp(Phrase):
-    op: str  # a key of fsmooth.prims.PRIMS
+    op: object  # a key of fsmooth.prims.PRIMS, or a foreign function (prims.prim)
     args: tuple
     data: Num
     nonzero_divisor: bool = False  # // or %: the divisor is known not to be zero
@@ -481,7 +481,7 @@ def show(p: Phrase, indent: int = 0) -> str:
         case NatExp(value):
             return str(value)
         case ScalarOp(op, args):
-            prim = prims.PRIMS[op]
+            prim = prims.prim(op)
             if prim.infix:
                 return f"{_atomic(args[0], indent)} {prim.symbol} {_atomic(args[1], indent)}"
             if op == "neg":
@@ -558,7 +558,7 @@ def _atomic(p: Phrase, indent: int) -> str:
     s = show(p, indent)
     if isinstance(p, (Ident, Literal, Idx, Record, Proj)) or (isinstance(p, NatExp) and p.value.is_Atom):
         return s
-    if isinstance(p, ScalarOp) and not prims.PRIMS[p.op].infix and p.op != "neg":
+    if isinstance(p, ScalarOp) and not prims.prim(p.op).infix and p.op != "neg":
         return s
     return f"({s})"
 

@@ -128,7 +128,7 @@ class Atom_(Term):
 
 @dataclass(frozen=True)
 class Prim(Term):
-    op: str
+    op: object  # a key of fsmooth.prims.PRIMS, or a foreign function (prims.prim)
     args: tuple
     ty: Type
     loc: Loc | None = _loc()

@@ -44,7 +44,7 @@ class _Printer:
             case ir.Atom_(a):
                 return atom(a)
             case ir.Prim(op, args):
-                p = prims.PRIMS[op]
+                p = prims.prim(op)
                 if p.infix:
                     return f"({atom(args[0])} {p.symbol} {atom(args[1])})"
                 return f"{p.symbol}({', '.join(atom(a) for a in args)})"

@@ -11,6 +11,7 @@ from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min,
 from .builtins import (acos, asin, atan, atan2, ceil, copysign, cosh, erf, erfc, expm1, hypot, isfinite, isinf,
                        isnan, lgamma, log1p, log2, log10, sinh, tanh, trunc)
 from .errors import CompileError
+from .foreign import Foreign, foreign
 from .kernel import Kernel, kernel
 from .strategies import (build_global, build_local, build_seq, build_workgroup, to_global, to_local,
                          to_private, vectorize)
@@ -19,7 +20,8 @@ from .types import Array, Bool, Card, Double, Float, Index
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "Bool", "Card", "CompileError", "Double", "Float", "Index", "Kernel", "abs", "build",
+    "Array", "Bool", "Card", "CompileError", "Double", "Float", "Foreign", "Index", "Kernel", "abs", "build",
+    "foreign",
     "cos", "exp", "floor", "ifold", "kernel", "length", "log", "max", "min", "pow", "sin", "sqrt",
     "tan", "build_global", "build_workgroup", "build_local", "build_seq", "to_global", "to_local",
     "to_private", "vectorize",

@@ -115,3 +115,5 @@ class CArtifact:
     # What the variant needs from the build beyond fsmooth.cache's defaults (-fopenmp; libgc).
     compile_args: tuple = ()
     libraries: tuple = ()
+    # fsmooth.foreign.ForeignUse per foreign function the C calls: what an embedding program links
+    foreign: tuple = ()

@@ -52,7 +52,7 @@ class Lit(Expr):
 
 @dataclass(frozen=True)
 class PrimApp(Expr):
-    op: str  # a key of prims.PRIMS
+    op: object  # a key of prims.PRIMS, or a foreign function (prims.prim)
     args: tuple[Expr, ...]
     ty: Type
     loc: Loc | None = _loc()
@@ -201,7 +201,7 @@ def show(e: Expr, indent: int = 0) -> str:
                 return "true" if value else "false"
             return repr(value)
         case PrimApp(op, args):
-            p = prims.PRIMS[op]
+            p = prims.prim(op)
             if p.infix:
                 return f"({show(args[0], indent)} {p.symbol} {show(args[1], indent)})"
             if op == "neg":
@@ -236,7 +236,7 @@ def show(e: Expr, indent: int = 0) -> str:
 
 def _atomic(e: Expr, indent: int) -> str:
     s = show(e, indent)
-    if isinstance(e, (Var, Lit, Lam, Get, Tuple, Proj)) or (isinstance(e, PrimApp) and prims.PRIMS[e.op].infix):
+    if isinstance(e, (Var, Lit, Lam, Get, Tuple, Proj)) or (isinstance(e, PrimApp) and prims.prim(e.op).infix):
         return s
     return f"({s})"
 

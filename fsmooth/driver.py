@@ -67,7 +67,7 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     from fsmooth.dpia.codegen_c import generate_c
     from fsmooth.dpia.translate import dpia_program
 
-    return (*_front_passes(options, inline_every=False),
+    return (*_front_passes(options, inline_every=False, target="c"),
             Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
             Pass("c", lambda forms, report: generate_c(forms["dpia"], module or c_module(forms["core"]), options)))
 
@@ -81,24 +81,27 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     from fsmooth.dpia.vectorize import vectorize_plan
 
     options = opencl_options(options)
-    return (*_front_passes(options, inline_every=True),
+    return (*_front_passes(options, inline_every=True, target="opencl"),
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]))),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options)))
 
 
-def _front_passes(options: Options, inline_every: bool) -> tuple[Pass, ...]:
+def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pass, ...]:
     from fsmooth.dpia.inline_scalar_lets import mark_beta_reducible
     from fsmooth.dps.simplify import simplify_allocs
     from fsmooth.dps.translate import dps_program
     from fsmooth.shape.translate import shape_program
 
     from .anf import anf_program
+    from .foreign import check_sources
     from .optimize import kernel_rewrites, optimize_program
 
-    # after the front end, core programs must be in ANF too
-    passes = [Pass("anf", lambda forms, report: anf_program(forms["core"]), verify=core.verify_anf)]
+    # after the front end, core programs must be in ANF too; every foreign function called has
+    # its source for the target (a CompileError at the call of one without)
+    passes = [Pass("anf", lambda forms, report: anf_program(check_sources(forms["core"], target)),
+                   verify=core.verify_anf)]
     if inline_every:
         passes.append(Pass("inline_every_call", lambda forms, report: inline_every_call(forms["anf"]),
                            verify=core.verify_anf))

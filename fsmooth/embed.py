@@ -199,11 +199,29 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "",
         f"Build: cc {' '.join(flags['cflags'])} -c {name}.c  (with {' and '.join(C_HEADERS)} beside it); "
         f"link with {' '.join(flags['libs'])}.",
+        *_foreign_overview(name, artifact),
         *(["Parallel: the outermost parallel loops carry `#pragma omp parallel for` (-fopenmp).  Every",
            "kernel takes a last argument `nthreads` (at least 1; e.g. omp_get_max_threads()): the most",
            "threads a call uses.  Its scratch is one slice per thread, so K_scratch_bytes takes it too."]
           if options.parallel else []),
     ]
+
+
+def _foreign_overview(name: str, artifact: CArtifact) -> list[str]:
+    """The foreign functions (``fsmooth.foreign``) the kernels call, as the generated code declares
+    them, and what the embedding program must give for each: nothing where its source is in
+    <name>.c, else its header (on the include path) and its libraries (linked)."""
+    if not artifact.foreign:
+        return []
+    lines = ["", "---- Foreign functions: the kernels call them, assumed pure", ""]
+    for use in artifact.foreign:
+        lines.append(f"  {use.prototype}")
+        if use.header is None:
+            lines.append(f"      its C source is in {name}.c")
+        else:
+            needs = [f"#include \"{Path(use.header).name}\" ({use.header})"] + [f"link -l{lib}" for lib in use.libraries]
+            lines.append(f"      the embedding program provides it: {'; '.join(needs)}")
+    return lines
 
 
 def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | None, prefix: str) -> list[str]:
@@ -310,6 +328,9 @@ def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options
         "scratch_align": ALIGN,
         "status_codes": {str(code): text for code, text in STATUS.items()},
         "kernels": kernels,
+        "foreign": [{"name": use.name, "prototype": use.prototype,
+                     "source": "embedded" if use.header is None else "linked", "header": use.header,
+                     "libraries": [f"-l{lib}" for lib in use.libraries]} for use in artifact.foreign],
     }
 
 

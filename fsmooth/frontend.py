@@ -35,6 +35,7 @@ from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Lengt
                    PrimApp, Program, Proj, Tuple, Var)
 from .deep_stack import on_deep_stack
 from .errors import CompileError, Loc
+from .foreign import Foreign
 from .kernel import Kernel
 from .names import NameSupply
 from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type
@@ -226,12 +227,12 @@ class _Source:
         params = []
         for arg in args.args:
             if arg.annotation is None:
-                raise CompileError(f"parameter {arg.arg} of kernel {self.kernel.name} has no type "
+                raise CompileError(f"parameter {arg.arg} of {_kind(self.kernel)} {self.kernel.name} has no type "
                                    "annotation (Double, Float, Index, Card, Bool, Array[T], tuple[A, B, ...] or "
                                    "Callable[[...], T])", self.loc(arg))
             params.append((arg.arg, self.annotation(arg.annotation, arg.arg, function_ok=True)))
         if self.fdef.returns is None:
-            raise CompileError(f"kernel {self.kernel.name} has no result annotation (-> T)",
+            raise CompileError(f"{_kind(self.kernel)} {self.kernel.name} has no result annotation (-> T)",
                                self.loc(self.fdef))
         result = self.annotation(self.fdef.returns, "return", function_ok=False)
         return _Signature(tuple(params), result)
@@ -259,6 +260,11 @@ class _Source:
             raise CompileError(f"kernel {self.kernel.name} returns a function ({t}); F̃ functions "
                                "may take functions but never return them", self.loc(node))
         return t
+
+
+def _kind(definition) -> str:
+    """What a definition whose signature is read is, for messages: a kernel or a foreign function."""
+    return getattr(definition, "kind", "kernel")
 
 
 def _a(t: Type) -> str:
@@ -716,6 +722,8 @@ class _KernelTranslator:
         obj, dotted = self.resolve_global(func, env)
         if isinstance(obj, Kernel):
             return self.kernel_call(node, obj, env)
+        if isinstance(obj, Foreign):
+            return self.foreign_call(node, obj, env)
         kind = _builtin_kind(obj)
         if kind is None:
             raise self.error(f"call of {dotted}, which is neither an @fs.kernel nor an F̃ built-in", func)
@@ -789,6 +797,13 @@ class _KernelTranslator:
                               [f"parameter {p}" for p, _ in sig.params], kernel.name, env)
         self.callees.append((kernel, self.loc(node.func)))
         return Call(kernel.name, tuple(args), sig.result, self.loc(node))
+
+    def foreign_call(self, node: ast.Call, f: Foreign, env: dict) -> Expr:
+        """A call of a foreign function: a scalar primitive whose ``op`` is the function itself."""
+        sig = f.signature
+        args = self.arguments(node, tuple(t for _, t in sig.params), [f"parameter {p}" for p, _ in sig.params],
+                              f.name, env)
+        return PrimApp(f, tuple(args), sig.result, self.loc(node))
 
     def card_size(self, node: ast.expr, env: dict, what: str) -> Expr:
         n = self.expr(node, env)

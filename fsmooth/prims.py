@@ -142,9 +142,15 @@ def c_suffix(t: Scalar) -> str:
     return C_SUFFIX[t.name]
 
 
-def evaluate(name: str, args: list, result_type: Scalar):
+def prim(op) -> Prim:
+    """The primitive that a ``PrimApp``'s (``ScalarOp``'s) ``op`` names: a key of ``PRIMS``, or a
+    foreign function (``fsmooth.foreign.Foreign``), which is its own entry."""
+    return PRIMS[op] if isinstance(op, str) else op.prim
+
+
+def evaluate(name, args: list, result_type: Scalar):
     """Evaluate a primitive with Python semantics, rounding to the result's precision."""
-    value = PRIMS[name].impl(*args)
+    value = prim(name).impl(*args)
     return coerce(value, result_type)
 
 
