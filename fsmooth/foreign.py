@@ -178,13 +178,18 @@ def called_foreign(nodes) -> list[Foreign]:
 
 def check_sources(program, target: str):
     """``program`` (core), once every foreign function it calls has a source for ``target``
-    (``"c"`` or ``"opencl"``): else a ``CompileError`` at the first call of one without."""
+    (``"c"`` or ``"opencl"``) and no two of them have one C name: else a ``CompileError`` at the
+    first call of one without, or of the second of one name."""
     from .core import PrimApp, walk
 
+    by_name: dict[str, Foreign] = {}
     for k in program.kernels.values():
         for node in walk(k.body):
             if isinstance(node, PrimApp) and isinstance(node.op, Foreign):
                 f = node.op
+                if by_name.setdefault(f.c_name, f) is not f:
+                    raise CompileError(f"two foreign functions, {by_name[f.c_name].name} and {f.name}, have the C "
+                                       f"name {f.c_name}; give one another with c_name=", node.loc)
                 has = f.c_source is not None or f.c_header is not None if target == "c" else f.opencl_source is not None
                 if not has:
                     raise CompileError(f"foreign function {f.name} has no source for the {target} target "

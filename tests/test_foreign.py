@@ -243,6 +243,22 @@ def test_a_foreign_function_without_a_source_for_the_target_is_a_located_error()
     _error_at(needs_c, "gpu_only(x) + 1.0", "foreign function gpu_only has no source for the c target")
 
 
+def test_two_foreign_functions_of_one_c_name_are_a_located_error():
+    @fs.foreign(c_source="double twin(double x) { return x; }", c_name="twin")
+    def first(x: Double) -> Double:
+        return x
+
+    @fs.foreign(c_source="double twin(double x) { return -x; }", c_name="twin")
+    def second(x: Double) -> Double:
+        return -x
+
+    @fs.kernel
+    def twins(x: Double) -> Double:
+        return first(x) + second(x)
+
+    _error_at(twins, "first(x) + second(x)", "two foreign functions, first and second, have the C name twin")
+
+
 def test_misuse_is_a_located_compile_error():
     @fs.kernel
     def too_many(x: Double) -> Double:
