@@ -163,7 +163,7 @@ class _Source:
         source = kernel.source
         self.filename, raw_lines, self.first_line = source.filename, source.lines, source.first_line
         if source.error is not None:
-            raise CompileError(f"cannot read the source of kernel {kernel.name}: {source.error}",
+            raise CompileError(f"cannot read the source of {_kind(kernel)} {kernel.name}: {source.error}",
                                Loc(self.filename, self.first_line, 0))
         self.raw_lines = [line.rstrip("\r\n") for line in raw_lines]
         dedented = textwrap.dedent("".join(raw_lines))
@@ -173,7 +173,7 @@ class _Source:
             module = ast.parse(dedented)
         except SyntaxError as err:
             line = (err.lineno or 1)
-            raise CompileError(f"cannot parse kernel {kernel.name}: {err.msg}",
+            raise CompileError(f"cannot parse {_kind(kernel)} {kernel.name}: {err.msg}",
                                self._loc(line, max((err.offset or 1) - 1, 0), None)) from None
         if not module.body or not isinstance(module.body[0], ast.FunctionDef):
             node = module.body[0] if module.body else None
