@@ -71,6 +71,10 @@ class CKernelEmitter(KernelEmitter):
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
         match c:
+            case p.CallCmd(fn, out, args) if not isinstance(fn, str):  # a foreign function writes out
+                checks: list = []
+                texts = self._call_arguments(out, args, env, ranges, checks)
+                return checks + [f"{fn.c_name}({', '.join(texts)});"]
             case p.CallCmd(fn, out, args, _, scratch_offset, check_sizes):
                 # the checking entry point where the DPS stage could not prove the callee's sizes
                 callee = self.symbols[fn]
@@ -132,7 +136,7 @@ class CKernelEmitter(KernelEmitter):
                 case p.New(_, _, _, offset) if offset is not None:
                     if self.options.allocation == "gc" or (self.options.allocation == "arena" and not _mentions(offset, THREAD.name)):
                         return False
-                case p.CallCmd(fn, _, _, _, offset) | p.CallExp(fn, _, _, offset):
+                case p.CallCmd(fn, _, _, _, offset) | p.CallExp(fn, _, _, offset) if isinstance(fn, str):
                     if self.options.allocation == "gc" and fn not in self.scratch_free:
                         return False
                     if (self.options.allocation == "arena" and fn not in self.scratch_free
@@ -161,8 +165,9 @@ class CKernelEmitter(KernelEmitter):
         outer.used = True
         return lines + [f"{inner.label}:", f"free({cname});", f"if ({inner.status} != 0) goto {outer.label};"]
 
-    def _call(self, fn, out, args, scratch_offset, env, ranges) -> list[str]:
-        checks: list = []
+    def _call_arguments(self, out, args, env, ranges, checks: list) -> list[str]:
+        """The C arguments of a call: the destinations, then per argument its address and dims (an
+        array) or its value."""
         texts = [self.address(p.proj_path(out, path), env, ranges, checks)
                  for path, _ in p.record_leaves(p.data_of(out))]
         for a in args:
@@ -172,6 +177,11 @@ class CKernelEmitter(KernelEmitter):
                 texts.extend(self.cint(self.rename(dim, env), ranges) for dim in p.dims_of(data))
             else:
                 texts.append(self.exp(a, env, ranges, checks))
+        return texts
+
+    def _call(self, fn, out, args, scratch_offset, env, ranges) -> list[str]:
+        checks: list = []
+        texts = self._call_arguments(out, args, env, ranges, checks)
         offset = self.cint(self.rename(scratch_offset, env), ranges)
         if self.options.allocation != "arena" or offset == "0":
             scratch = "scratch"  # a callee that allocates for itself ignores it

@@ -660,7 +660,7 @@ def _check_scope(ph: Phrase, scope: frozenset, program: ImperativeProgram, kerne
     match ph:
         case Ident(name) if name not in scope:
             raise IRError(f"kernel {kernel}: identifier '{name}' is not in scope")
-        case CallExp(fn) | CallCmd(fn) if fn not in program.kernels:
+        case CallExp(fn) | CallCmd(fn) if isinstance(fn, str) and fn not in program.kernels:
             raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
     inner = scope | _bound(ph)
     for child in children(ph):

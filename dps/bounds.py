@@ -68,10 +68,10 @@ class Bounds:
 
     # ------------------------------------------------------------------ sources of constraints
 
-    def nonnegative(self, n: sympy.Expr):
+    def nonnegative(self, n: sympy.Expr, what: str = "a build"):
         guarded = self.guard(relation(sympy.Ge, n, 0))
         if guarded is not None:
-            self.add(guarded, None, f"the size of a build, {n}, must be ≥ 0")
+            self.add(guarded, None, f"the size of {what}, {n}, must be ≥ 0")
 
     def read(self, arr: str, length: sympy.Expr, index: sympy.Expr | None) -> bool:
         """Record the constraints of a read; True when it must be checked at the access instead."""

@@ -130,6 +130,14 @@ class _Frame:
                 return value
         raise AssertionError(a)
 
+    def numpy(self, value):
+        """An array argument as a numpy array (a copy of its elements); a scalar as it is."""
+        if not isinstance(value, ArrayVal):
+            return value
+        count = int(np.prod(value.dims, dtype=np.int64))
+        elems = [self.arena.load(value.ptr.plus(k * BYTES[value.elem]), value.elem) for k in range(count)]
+        return np.array(elems, dtype=NUMPY_DTYPE[value.elem]).reshape(value.dims)
+
     def ref(self, r: ir.Ref, elem: Scalar) -> Ptr | None:
         """The address of destination ``r`` (for a tuple: a tuple of them, None for a scalar)."""
         match r:
@@ -214,6 +222,13 @@ class _Frame:
             case ir.Copy(dest, src, n, elem):
                 out, a = self.ref(dest, elem), self.atom(src)
                 self.arena.copy(out, a.ptr, self.num(n), elem)
+                return out
+            case ir.Call(fn, dest, args, ty) if not isinstance(fn, str):  # a foreign function: its Python body
+                elem = element_scalar(ty)
+                out = self.ref(dest, elem)
+                result = fn.result([self.numpy(self.atom(a)) for a in args], None).reshape(-1)
+                for k, value in enumerate(result.tolist()):
+                    self.arena.store(out.plus(k * BYTES[elem]), elem, value)
                 return out
             case ir.Call(fn, dest, args, ty, offset):
                 callee = self.program.kernels[fn]

@@ -48,7 +48,8 @@ Terms:
   Proj(tup, index, ty)             component ``index`` of a tuple atom: a scalar, or a view
   Call(fn, dest, args, ty, scratch_offset)
                                    call of a DPS kernel: result into dest (Bullet for scalars);
-                                   array arguments pass their dims along (from where they are bound)
+                                   array arguments pass their dims along (from where they are bound);
+                                   or of a foreign function with an array result (fn a Foreign)
 
 Refs:
   RVar(name)                        a region bound by Alloc, or the kernel's destination "out"
@@ -232,7 +233,7 @@ class Copy(Term):
 
 @dataclass(frozen=True)
 class Call(Term):
-    fn: str
+    fn: object  # a kernel's name, or a foreign function (fsmooth.foreign.Foreign), which uses no scratch
     dest: Ref
     args: tuple  # atoms
     ty: Type
@@ -310,7 +311,7 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
 
     for value in (getattr(t, f.name) for f in fields(t)):
         _check_uses(value, variables, regions, states, fail)
-    if isinstance(t, Call) and t.fn not in program.kernels:
+    if isinstance(t, Call) and isinstance(t.fn, str) and t.fn not in program.kernels:
         fail(f"call of '{t.fn}', which is not a kernel of the program")
     if isinstance(t, Ifold):
         for b in buffer_names(t.buffers):

@@ -74,6 +74,8 @@ class _Scope:
                       if t == Card}
 
     def callee_scratch(self, call: ir.Call) -> sympy.Expr:
+        if not isinstance(call.fn, str):  # a foreign function never allocates
+            return sympy.Integer(0)
         callee = self.kernels[call.fn]
         mapping = {}
         for (pname, pty, pdims), a in zip(callee.params, call.args):

@@ -98,7 +98,7 @@ def _called_in_loops(t: ir.Term, inside: bool) -> set[str]:
     """The kernels ``t`` calls inside a parallel build or an ifold's body (every one, where ``t``
     is ``inside`` one)."""
     match t:
-        case ir.Call(fn) if inside:
+        case ir.Call(fn) if inside and isinstance(fn, str):
             return {fn}
         case ir.Build(parallel=True):
             inside = True
@@ -111,7 +111,7 @@ def _pass_threads(t: ir.Term, threads: Var, inside: bool) -> ir.Term:
     """``t`` with every call given its thread count: the caller's, or 1 inside a parallel build or
     an ifold's body (where the callee's loops are not parallel, ``_called_in_loops``)."""
     match t:
-        case ir.Call(args=args):
+        case ir.Call(fn, args=args) if isinstance(fn, str):  # a foreign function takes no thread count
             return replace(t, args=(*args, Lit(1, Card) if inside else threads))
         case ir.Build(parallel=True):
             inside = True

@@ -158,6 +158,10 @@ class _KernelTranslator:
                     return ir.Let(view, get, ir.Copy(r, core.Var(view, ty), count(dims), element_scalar(ty)),
                                   ty, dims)
                 return get
+            case core.ForeignCall(fn, args, _, ty):
+                for d in dims_of(self.shape(e)):  # a size of the destination, as a build's
+                    self.bounds.nonnegative(d, f"the result of foreign function {fn.name}")
+                return ir.Call(fn, r, tuple(args), ty)  # D-App: the foreign function writes r
             case core.Call(fn, args, ty):
                 if ty == Card:
                     v = self.shape(e)

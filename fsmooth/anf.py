@@ -21,7 +21,7 @@ import contextlib
 from dataclasses import dataclass
 
 from . import core
-from .core import App, Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
+from .core import App, Build, Call, Expr, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError
 from .names import NameSupply, destination_name
 from .types import FunT, TupleT, leaves, path_suffix
@@ -78,6 +78,9 @@ class _Inliner:
                 raise CompileError("a function can only be called or passed to a function here", e.loc)
             case Call(fn, args):
                 return self.apply(self.kernel(fn), args, env, e.loc)
+            case ForeignCall(fn, args, dims, ty):
+                return ForeignCall(fn, tuple(self.expr(a, env) for a in args), tuple(self.expr(d, env) for d in dims),
+                                   ty, e.loc)
             case App(fn, args):
                 return self.apply(self.function(fn, env), args, env, e.loc)
             case Build(size, fn, ty):
@@ -211,6 +214,8 @@ class _Anf:
                 return PrimApp(op, self.atoms(args, bindings), ty, e.loc)
             case Call(fn, args, ty):
                 return Call(fn, self.atoms(args, bindings), ty, e.loc)
+            case ForeignCall(fn, args, dims, ty):
+                return ForeignCall(fn, self.atoms(args, bindings), self.atoms(dims, bindings), ty, e.loc)
             case Get(arr, idx, ty):
                 a, i = self.atoms((arr, idx), bindings)
                 return Get(a, i, ty, e.loc)

@@ -157,6 +157,19 @@ class Proj(Expr):
 
 
 @dataclass(frozen=True)
+class ForeignCall(Expr):
+    """Call of a foreign function with an array result (``fsmooth.foreign``): ``dims`` are the
+    result's dims (Card expressions over the arguments: its shape function applied to them), and
+    the compiled code gives it a destination of that size to write."""
+
+    fn: object  # fsmooth.foreign.Foreign
+    args: tuple[Expr, ...]
+    dims: tuple[Expr, ...]
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
 class KernelDef:
     """A top-level function: ``name = λ params. body`` with annotated types."""
 
@@ -215,6 +228,8 @@ def show(e: Expr, indent: int = 0) -> str:
         case Lam(params, body):
             names = " ".join(n for n, _ in params)
             return f"(λ {names}.\n{pad}  {show(body, indent + 1)})"
+        case ForeignCall(fn, args, dims):
+            return f"{fn.name} {' '.join(_atomic(a, indent) for a in args)} ▷ [{', '.join(show(d, indent) for d in dims)}]"
         case Call(fn, args) | App(Var(fn), args):
             return f"{fn} {' '.join(_atomic(a, indent) for a in args)}"
         case App(fn, args):
@@ -294,6 +309,8 @@ def interpret(e: Expr, env: dict, program: Program | None = None):
             return interpret(k.body, dict(zip((n for n, _ in k.params), vals)), program)
         case App(fn, args):
             return interpret(fn, env, program)(*[interpret(a, env, program) for a in args])
+        case ForeignCall(fn, args, dims, ty):
+            return fn.result([interpret(a, env, program) for a in args], [interpret(d, env, program) for d in dims])
         case Build(size, fn, ArrayT(elem)):
             n = interpret(size, env, program)
             if n < 0:
@@ -446,7 +463,7 @@ def _check_anf(e: Expr, kernel: str) -> None:
             raise IRError(f"kernel {kernel}: application left after the anf stage: {show(e)}")
         case Build(_, fn) | Ifold(fn, _, _) if not isinstance(fn, Lam):
             raise IRError(f"kernel {kernel}: the function of {show(e)} is not a lambda")
-    operands = {PrimApp: "args", Call: "args", Tuple: "items", Proj: "tup", Get: ("arr", "idx"),
+    operands = {PrimApp: "args", Call: "args", ForeignCall: ("args", "dims"), Tuple: "items", Proj: "tup", Get: ("arr", "idx"),
                 Length: "arr", If: "cond", Build: "size", Ifold: ("init", "count")}.get(type(e), ())
     for name in (operands,) if isinstance(operands, str) else operands:
         value = getattr(e, name)

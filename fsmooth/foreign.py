@@ -1,14 +1,20 @@
 """``@fsmooth.foreign``: a function whose code is C (and OpenCL C) the program already has, whose
 Python body is its reference semantics (NOVA §3, foreign functions).
 
-A foreign function takes and returns scalars (Double, Float, Index, Card, Bool).  In the F̃ IRs
-a call of one is a scalar primitive: ``PrimApp``'s (DPS ``Prim``'s, DPIA ``ScalarOp``'s) ``op`` is
-the ``Foreign`` itself, whose ``prim`` gives what a table entry of ``fsmooth.prims`` gives (how it
-prints, its Python implementation for every IR's interpreter, its C).  So every pass treats it as
-it treats ``sqrt``: pure and total, which the user promises (README, "Foreign functions"): the
-optimiser may share two equal calls (cse), move a call out of a loop (licm, also out of a loop
-that runs zero times), drop a call whose result is unused (dce), and fusion copies a call into a
-consumer's loop only as it copies any primitive that is not cheap (never: ``fusion._CHEAP_PRIMITIVES``).
+A foreign function takes scalars (Double, Float, Index, Card, Bool) and arrays of them.  With a
+scalar result, a call of one is a scalar primitive in the F̃ IRs: ``PrimApp``'s (DPS ``Prim``'s,
+DPIA ``ScalarOp``'s) ``op`` is the ``Foreign`` itself, whose ``prim`` gives what a table entry of
+``fsmooth.prims`` gives (how it prints, its Python implementation for every IR's interpreter, its
+C).  With an array result, a call is a ``core.ForeignCall`` whose ``dims`` are its shape function
+(``shape=lambda ...``, F̃ over the arguments, translated by the front end) applied to the
+arguments, so the shape stage knows its size; D⟦e⟧r makes it a DPS ``Call`` of the ``Foreign``
+into the destination r (D-App: the function writes its result where the compiled code says, and
+uses no scratch), and C calls it with that destination first.  Every pass treats a call as pure
+and total, which the user promises (README, "Foreign functions"): the optimiser may share two
+equal calls (cse), move a call out of a loop (licm, also out of a loop that runs zero times), drop
+a call whose result is unused (dce), and fusion copies a call into a consumer's loop only as it
+copies any primitive that is not cheap (never: ``fusion._CHEAP_PRIMITIVES``; a ``ForeignCall`` is
+not a ``build``, so it is never fused).
 
 C: the C source (``c_source``) goes at the end of the translation unit, after the generated code,
 which sees only a ``static`` prototype made from the annotations (so the source's macros and
@@ -22,6 +28,7 @@ is a ``CompileError`` (``fsmooth.dpia.codegen_c.exported_symbols``).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import os
@@ -31,7 +38,7 @@ from functools import cached_property
 
 from .errors import CompileError, Loc
 from .kernel import SourceText
-from .types import C_TYPE, Card, Scalar
+from .types import C_TYPE, ArrayT, Card, Scalar, element_scalar, rank
 
 TARGETS = {"c": "c_source or c_header", "opencl": "opencl_source"}
 
@@ -42,7 +49,7 @@ class Foreign:
     kind = "foreign function"  # in the front end's messages about its signature
 
     def __init__(self, fn, c_source: str | None = None, opencl_source: str | None = None,
-                 c_header: str | None = None, libraries=(), c_name: str | None = None):
+                 c_header: str | None = None, libraries=(), c_name: str | None = None, shape=None):
         if not inspect.isfunction(fn):
             raise TypeError(f"@fsmooth.foreign needs a function defined with def, not {fn!r}")
         if c_source is not None and c_header is not None:
@@ -56,13 +63,41 @@ class Foreign:
         self.c_name = c_name or fn.__name__
         self.c_source, self.opencl_source, self.c_header = c_source, opencl_source, c_header
         self.libraries = tuple(libraries)
+        self.shape = shape  # an array result's dims: a lambda of the arguments, in F̃ (length, + - * //)
         self.source = SourceText.of(fn)
 
     def __call__(self, *args):
-        return self.fn(*args)
+        """The Python body (a reference run's semantics); an array result is checked against the
+        shape function, as the compiled code's destination is sized by it."""
+        if self.shape is None:
+            return self.fn(*args)
+        dims = self.shape(*args)
+        return self.result(list(args), list(dims) if isinstance(dims, tuple) else [dims])
 
     def __repr__(self) -> str:
         return f"<fsmooth foreign function {self.name}>"
+
+    def __str__(self) -> str:  # as the IR printers show a call
+        return self.name
+
+    def result(self, args: list, dims: list | None):
+        """What the Python body gives for ``args`` (numpy arrays and scalars), an array result as
+        a numpy array of its element type, checked to have the ``dims`` of the shape function
+        where they are given (the interpreters' semantics of a call)."""
+        import numpy as np
+
+        from .types import NUMPY_DTYPE, element_scalar
+
+        value = self.fn(*args)
+        result = self.signature.result
+        if not isinstance(result, ArrayT):
+            return value
+        array = np.asarray(value, dtype=NUMPY_DTYPE[element_scalar(result)])
+        dims = None if dims is None else [int(d) for d in dims]
+        if dims is not None and list(array.shape) != list(dims):
+            raise ValueError(f"foreign function {self.name} returned an array of shape {array.shape}, but its "
+                             f"shape function gives {tuple(dims)}")
+        return array
 
     # -- the signature, checked where a kernel calls it (fsmooth.frontend)
     @cached_property
@@ -85,14 +120,41 @@ class Foreign:
             raise CompileError(f"foreign function {self.name} takes no parameters: a constant needs no foreign "
                                "function", def_loc(self))
         for (name, t), arg in zip(signature.params, _Source(self).fdef.args.args):
-            if not isinstance(t, Scalar):
-                raise CompileError(f"parameter {name} of foreign function {self.name} is {t}: a foreign function "
-                                   "takes scalars (Double, Float, Index, Card, Bool)", self.loc(arg))
-        if not isinstance(signature.result, Scalar) or signature.result == Card:
-            raise CompileError(f"foreign function {self.name} returns {_a(signature.result)}: a foreign function "
-                               "returns a Double, Float, Index or Bool (a Card would be a size the compiler "
-                               "cannot know before the call)", def_loc(self))
+            if not isinstance(element_scalar(t), Scalar):
+                raise CompileError(f"parameter {name} of foreign function {self.name} is {_a(t)}: a foreign "
+                                   "function takes scalars (Double, Float, Index, Card, Bool) and arrays of them",
+                                   self.loc(arg))
+        result = signature.result
+        if not isinstance(element_scalar(result), Scalar) or result == Card:
+            raise CompileError(f"foreign function {self.name} returns {_a(result)}: a foreign function returns "
+                               "a Double, Float, Index or Bool, or an array of them (a Card would be a size the "
+                               "compiler cannot know before the call)", def_loc(self))
+        if isinstance(result, ArrayT) and self.shape is None:
+            raise CompileError(f"foreign function {self.name} returns {_a(result)} but has no shape function: give "
+                               f"@fs.foreign shape=lambda {', '.join(n for n, _ in signature.params)}: ... (the "
+                               "result's dims, in F̃ over the arguments: length(a), + - * //)", def_loc(self))
         return signature
+
+    @property
+    def takes_arrays(self) -> bool:
+        return any(isinstance(t, ArrayT) for t in (*(t for _, t in self.signature.params), self.signature.result))
+
+    def shape_lambda(self):
+        """The ``shape=lambda ...`` of the decorator, as the front end reads it (its AST and where
+        it is), or a CompileError where it is not written there."""
+        from .frontend import _Source, def_loc
+
+        source = _Source(self)
+        for decorator in source.fdef.decorator_list:
+            if isinstance(decorator, ast.Call):
+                for keyword in decorator.keywords:
+                    if keyword.arg == "shape":
+                        if isinstance(keyword.value, ast.Lambda):
+                            return source, keyword.value
+                        raise CompileError(f"the shape function of foreign function {self.name} must be a lambda "
+                                           "written in its decorator", source.loc(keyword.value))
+        raise CompileError(f"foreign function {self.name}: its shape function is not a `shape=lambda ...` of "
+                           "its decorator", def_loc(self))
 
     def loc(self, node) -> Loc:
         from .frontend import _Source
@@ -112,10 +174,22 @@ class Foreign:
     # -- C
     def prototype(self, opencl: bool = False) -> str:
         """The C (or OpenCL C) declaration of the function its annotations give (``static`` in C
-        where its source is part of the translation unit: it may define it either way)."""
-        params = ", ".join(f"{C_TYPE[t]} {name}" for name, t in self.signature.params)
+        where its source is part of the translation unit: it may define it either way): scalars
+        by value; an array as a pointer to its first element and its dims (``a, a_d0, ...``); an
+        array result as the destination ``out`` first, of the shape function's dims, and no value."""
+        params = []
+        for name, t in self.signature.params:
+            if isinstance(t, ArrayT):
+                params.append(f"const {C_TYPE[element_scalar(t)]} *{name}")
+                params += [f"int64_t {name}_d{j}" for j in range(rank(t))]
+            else:
+                params.append(f"{C_TYPE[t]} {name}")
+        result = self.signature.result
+        if isinstance(result, ArrayT):
+            params.insert(0, f"{C_TYPE[element_scalar(result)]} *out")
         storage = "static " if (self.c_source is not None and not opencl) else ""
-        return f"{storage}{C_TYPE[self.signature.result]} {self.c_name}({params});"
+        returns = "void" if isinstance(result, ArrayT) else C_TYPE[result]
+        return f"{storage}{returns} {self.c_name}({', '.join(params)});"
 
     def header_path(self) -> str | None:
         return None if self.c_header is None else os.path.abspath(self.c_header) if os.sep in self.c_header \
@@ -172,21 +246,26 @@ class ForeignUse:
 
 
 def called_foreign(nodes) -> list[Foreign]:
-    """The foreign functions that ``nodes`` (IR nodes with an ``op``) call, in order, once each."""
-    return list(dict.fromkeys(node.op for node in nodes if isinstance(getattr(node, "op", None), Foreign)))
+    """The foreign functions that ``nodes`` (DPIA phrases: ``ScalarOp``s, ``CallCmd``s) call, in
+    order, once each."""
+    called = (getattr(node, "op", None) or getattr(node, "fn", None) for node in nodes)
+    return list(dict.fromkeys(f for f in called if isinstance(f, Foreign)))
 
 
 def check_sources(program, target: str):
     """``program`` (core), once every foreign function it calls has a source for ``target``
     (``"c"`` or ``"opencl"``) and no two of them have one C name: else a ``CompileError`` at the
     first call of one without, or of the second of one name."""
-    from .core import PrimApp, walk
+    from .core import ForeignCall, PrimApp, walk
 
     by_name: dict[str, Foreign] = {}
     for k in program.kernels.values():
         for node in walk(k.body):
-            if isinstance(node, PrimApp) and isinstance(node.op, Foreign):
-                f = node.op
+            f = node.op if isinstance(node, PrimApp) else node.fn if isinstance(node, ForeignCall) else None
+            if isinstance(f, Foreign):
+                if target == "opencl" and f.takes_arrays:
+                    raise CompileError(f"foreign function {f.name} takes or returns arrays: on OpenCL, foreign "
+                                       "functions take and return scalars (arrays are for C only, so far)", node.loc)
                 if by_name.setdefault(f.c_name, f) is not f:
                     raise CompileError(f"two foreign functions, {by_name[f.c_name].name} and {f.name}, have the C "
                                        f"name {f.c_name}; give one another with c_name=", node.loc)

@@ -31,14 +31,14 @@ from . import builtins as fs_builtins
 from . import prims
 from . import strategies
 from . import typecheck as tc
-from .core import (App, Build, Call, Expr, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
+from .core import (App, Build, Call, Expr, ForeignCall, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
                    PrimApp, Program, Proj, Tuple, Var)
 from .deep_stack import on_deep_stack
 from .errors import CompileError, Loc
 from .foreign import Foreign
 from .kernel import Kernel
 from .names import NameSupply
-from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type
+from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type, rank
 
 
 def parse_program(kernel: Kernel) -> Program:
@@ -300,6 +300,20 @@ def _annotation_type(value) -> Type | None:
         if all(p is not None and tc.is_data(p) for p in params) and result is not None and tc.is_data(result):
             return FunT(params, result)
     return None
+
+
+def _shape_function(builder: "_ProgramBuilder", f: Foreign) -> Lam:
+    """The ``shape=lambda ...`` of a foreign function with an array result, typed over its
+    parameters: a Card (rank 1) or a tuple of Cards, in F̃ that calls no kernel."""
+    source, node = f.shape_lambda()
+    translator = _KernelTranslator(builder, source)
+    result = f.signature.result
+    dims = Card if rank(result) == 1 else TupleT((Card,) * rank(result))
+    lam = translator.lambda_(node, {}, tuple(t for _, t in f.signature.params), dims)
+    if translator.callees:
+        raise CompileError(f"the shape function of foreign function {f.name} calls a kernel; it may use only "
+                           "length, Card arguments and + - * //", source.loc(node))
+    return lam
 
 
 def _closure_namespace(fn) -> dict:
@@ -799,11 +813,23 @@ class _KernelTranslator:
         return Call(kernel.name, tuple(args), sig.result, self.loc(node))
 
     def foreign_call(self, node: ast.Call, f: Foreign, env: dict) -> Expr:
-        """A call of a foreign function: a scalar primitive whose ``op`` is the function itself."""
+        """A call of a foreign function: a scalar primitive whose ``op`` is the function itself;
+        one with an array result a ``ForeignCall``, its arguments bound to names and its dims its
+        shape function applied to them."""
         sig = f.signature
         args = self.arguments(node, tuple(t for _, t in sig.params), [f"parameter {p}" for p, _ in sig.params],
                               f.name, env)
-        return PrimApp(f, tuple(args), sig.result, self.loc(node))
+        loc = self.loc(node)
+        if not isinstance(sig.result, ArrayT):
+            return PrimApp(f, tuple(args), sig.result, loc)
+        shape = _shape_function(self.builder, f)
+        names = [Var(self.binders.fresh(f"{p}_arg"), a.ty, a.loc) for (p, _), a in zip(sig.params, args)]
+        applied = App(shape, tuple(names), shape.ty.result, loc)
+        dims = (applied,) if rank(sig.result) == 1 else tuple(Proj(applied, k, Card, loc) for k in range(rank(sig.result)))
+        call: Expr = ForeignCall(f, tuple(names), dims, sig.result, loc)
+        for name, a in reversed(list(zip(names, args))):
+            call = Let(name.name, a, call, call.ty, loc)
+        return call
 
     def card_size(self, node: ast.expr, env: dict, what: str) -> Expr:
         n = self.expr(node, env)

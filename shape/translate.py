@@ -10,7 +10,7 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.core import App, Build, Call, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
+from fsmooth.core import App, Build, Call, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from fsmooth.types import Card
 
 from . import sizes
@@ -41,6 +41,11 @@ def shape_of(e: core.Expr) -> SExpr:
             return SLam(tuple(shp(n) for n, _ in params), shape_of(body))
         case Call(fn, args):
             return SApp(SVar(shp(fn)), tuple(shape_of(a) for a in args))
+        case ForeignCall(_, _, dims):  # its shape function's dims, then scalars
+            shape: SExpr = SCirc()
+            for d in reversed(dims):
+                shape = SPair(shape_of(d), shape, e.loc)
+            return shape
         case App(fn, args):
             return SApp(shape_of(fn), tuple(shape_of(a) for a in args))
         case Build(size, fn):

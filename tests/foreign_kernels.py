@@ -70,3 +70,80 @@ def np_distort(rs, k1, k2):
 
 def np_count_inside(xs, ys, width, height):
     return int(np.count_nonzero((0 <= xs) & (xs < width) & (0 <= ys) & (ys < height)))
+
+
+# ----------------------------------------------------------------------------- array results (C)
+
+LOOKUP_SOURCE = """
+void lookup(double *out, const double *table, int64_t table_d0, const int64_t *idx, int64_t idx_d0) {
+    for (int64_t i = 0; i < idx_d0; i++) {
+        int64_t k = idx[i] < 0 ? 0 : idx[i] >= table_d0 ? table_d0 - 1 : idx[i];
+        out[i] = table[k];
+    }
+}
+"""
+
+
+@fs.foreign(c_source=LOOKUP_SOURCE, shape=lambda table, idx: length(idx))
+def lookup(table: Array[Double], idx: Array[Index]) -> Array[Double]:
+    """``table[idx]``, each index clamped into the table."""
+    return np.asarray(table)[np.clip(np.asarray(idx), 0, max(len(table) - 1, 0))] if len(idx) else np.zeros(0)
+
+
+CONVOLVE_SOURCE = """
+void convolve(double *out, const double *x, int64_t x_d0, const double *k, int64_t k_d0) {
+    for (int64_t i = 0; i + k_d0 <= x_d0; i++) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < k_d0; j++) sum += x[i + j] * k[j];
+        out[i] = sum;
+    }
+}
+"""
+
+
+@fs.foreign(c_source=CONVOLVE_SOURCE, shape=lambda x, k: length(x) - length(k) + 1)
+def convolve(x: Array[Double], k: Array[Double]) -> Array[Double]:
+    """The valid correlation of ``x`` with ``k``."""
+    n = len(x) - len(k) + 1
+    return np.array([float(np.dot(x[i:i + len(k)], k)) for i in range(n)])
+
+
+OUTER_SOURCE = """
+void outer(double *out, const double *a, int64_t a_d0, const double *b, int64_t b_d0, double scale) {
+    for (int64_t i = 0; i < a_d0; i++)
+        for (int64_t j = 0; j < b_d0; j++) out[i * b_d0 + j] = scale * a[i] * b[j];
+}
+"""
+
+
+@fs.foreign(c_source=OUTER_SOURCE, shape=lambda a, b, scale: (length(a), length(b)))
+def outer(a: Array[Double], b: Array[Double], scale: Double) -> Array[Array[Double]]:
+    return scale * np.outer(a, b)
+
+
+@fs.kernel
+def lookup_plus(table: Array[Double], idx: Array[Index], bias: Double) -> Array[Double]:
+    v = lookup(table, idx)
+    return build(length(v), lambda i: v[i] + bias)
+
+
+@fs.kernel
+def convolve_rows(image: Array[Array[Double]], k: Array[Double]) -> Array[Array[Double]]:
+    """One foreign call per row, each writing its row of the result in place."""
+    return build(length(image), lambda r: convolve(image[r], k))
+
+
+@fs.kernel
+def smoothed_energy(x: Array[Double], k: Array[Double]) -> Double:
+    y = convolve(x, k)
+    return ifold(lambda acc, i: acc + y[i] * y[i], 0.0, length(y))
+
+
+@fs.kernel
+def outer_trace(a: Array[Double], b: Array[Double]) -> Array[Array[Double]]:
+    return outer(a, b, 2.0)
+
+
+def np_convolve_rows(image, k):
+    return np.array([np.correlate(row, k, mode="valid") for row in image]).reshape(
+        len(image), max(image.shape[1] - len(k) + 1, 0))

@@ -20,6 +20,7 @@ from fsmooth import Array, Double, Index, build, ifold, length
 from fsmooth.cache import c_compiler
 from fsmooth.core import show_program
 from fsmooth.driver import compile_to_c, run_pipeline
+from fsmooth.dps.ir import ALIGN
 from fsmooth.embed import library
 from fsmooth.options import Options
 from opencl_oclgrind import run_under_oclgrind
@@ -77,10 +78,15 @@ def test_a_definition_whose_types_differ_from_the_annotations_does_not_compile()
 COUNTED_HEADER = """#include <stdint.h>
 extern int64_t poly_calls;
 double poly(double x);
+void poly_each(double *out, const double *x, int64_t x_d0);
 """
 COUNTED_SOURCE = """#include "counted.h"
 int64_t poly_calls = 0;
 double poly(double x) { poly_calls++; return 1.0 + x * (0.5 + x * 0.25); }
+void poly_each(double *out, const double *x, int64_t x_d0) {
+    poly_calls++;
+    for (int64_t i = 0; i < x_d0; i++) out[i] = 1.0 + x[i] * (0.5 + x[i] * 0.25);
+}
 """
 
 
@@ -99,6 +105,19 @@ def counted(tmp_path_factory):
 
     calls = ctypes.c_int64.in_dll(ctypes.CDLL(str(folder / "libcounted.so")), "poly_calls")
     return poly, calls, folder
+
+
+@pytest.fixture(scope="module")
+def counted_each(counted):
+    """``poly_each``: ``poly`` of every element, one counted call, from the same header and library."""
+    _, calls, folder = counted
+
+    @fs.foreign(c_header=str(folder / "counted.h"), libraries=[str(folder / "libcounted.so")],
+                shape=lambda x: length(x))
+    def poly_each(x: Array[Double]) -> Array[Double]:
+        return 1.0 + x * (0.5 + x * 0.25)
+
+    return poly_each, calls
 
 
 def _count(calls, run):
@@ -361,7 +380,7 @@ def test_embedded_foreign_calls_are_clean_under_address_and_undefined_sanitizers
     def mixed(v: Array[Double]) -> Array[Double]:
         return build(length(v), lambda i: poly(v[i]) + fk.distort(v[i], 0.5, 0.25))
 
-    lib = library("mixed", [mixed], Options(), "mixed.py")
+    lib = library("mixed", [mixed, fk.smoothed_energy], Options(), "mixed.py")
     lib.write(tmp_path)
     (tmp_path / "main.c").write_text("""
 #include <stdio.h>
@@ -375,7 +394,17 @@ int main(int argc, char **argv) {
     void *scratch = malloc((size_t)mixed_mixed_scratch_bytes(n) + 1);
     int status = mixed_mixed(scratch, out, v, n);
     for (int64_t i = 0; i < n; i++) printf("%.17g\\n", out[i]);
-    free(v); free(out); free(scratch);
+    /* a foreign array result in a region of the scratch, sized by its shape function */
+    const double k[3] = {0.25, 0.5, 0.25};
+    double energy = -1.0;
+    void *scratch2 = NULL;
+    int status2 = 3;  /* K_scratch_bytes means something once K_check_sizes holds */
+    if (mixed_smoothed_energy_check_sizes(n, 3) == 0) {
+        scratch2 = malloc((size_t)mixed_smoothed_energy_scratch_bytes(n, 3) + 1);
+        status2 = mixed_smoothed_energy(scratch2, &energy, v, n, k, 3);
+    }
+    fprintf(stderr, "%d %.17g\\n", status2, energy);
+    free(v); free(out); free(scratch); free(scratch2);
     return status;
 }
 """)
@@ -392,3 +421,131 @@ int main(int argc, char **argv) {
         v = -1.0 + 2.0 * np.arange(n) / (n - 1 if n > 1 else 1)
         np.testing.assert_allclose(got, 1.0 + v * (0.5 + v * 0.25) + fk.np_distort(v, 0.5, 0.25), rtol=1e-14)
         np.testing.assert_allclose(got, mixed.reference(v), rtol=1e-14)
+        status, energy = done.stderr.split()
+        if n >= 3:
+            assert status == "0"
+            assert float(energy) == pytest.approx(fk.smoothed_energy.reference(v, np.array([0.25, 0.5, 0.25])),
+                                                  rel=1e-12)
+        else:  # the result of convolve would have a negative size: status 3, nothing written
+            assert (status, energy) == ("3", "-1")
+
+
+# ----------------------------------------------------------------------------- array results
+
+def test_array_foreign_function_writes_the_destination_the_compiled_code_gives():
+    rng = np.random.default_rng(5)
+    for n in SIZES:
+        table, idx = rng.uniform(size=max(n // 7, 1)), rng.integers(-3, max(n // 7, 1) + 3, n)
+        expected = table[np.clip(idx, 0, len(table) - 1)] + 0.5
+        np.testing.assert_array_equal(fk.lookup_plus(table, idx, 0.5), expected)
+        np.testing.assert_array_equal(fk.lookup_plus.reference(table, idx, 0.5), expected)
+        # one region of n doubles for the foreign result, then the build: the scratch is exact
+        assert fk.lookup_plus.scratch_bytes(table, idx, 0.5) == -(-8 * n // ALIGN) * ALIGN
+
+
+def test_array_foreign_function_inside_build_writes_each_row_in_place_and_inside_ifold():
+    rng = np.random.default_rng(6)
+    k = rng.uniform(-1, 1, 5)
+    for rows, cols in ((0, 7), (1, 5), (1, 9), (300, 333)):
+        image = rng.uniform(size=(rows, cols))
+        got = fk.convolve_rows(image, k)
+        np.testing.assert_allclose(got, fk.np_convolve_rows(image, k), rtol=1e-13, atol=1e-13)
+        # (a reference build of no rows is a 1-D empty array)
+        np.testing.assert_allclose(got, np.reshape(fk.convolve_rows.reference(image, k), got.shape), rtol=1e-13,
+                                   atol=1e-13)
+        assert fk.convolve_rows.scratch_bytes(image, k) == 0  # each call writes its row of the result
+    for n in (5, 6, 100_003):
+        x = rng.uniform(-1, 1, n)
+        expected = float(np.sum(np.correlate(x, k, mode="valid") ** 2))
+        assert fk.smoothed_energy(x, k) == pytest.approx(expected, rel=1e-12)
+        assert fk.smoothed_energy.reference(x, k) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_negative_foreign_result_size_is_a_value_error_compiled_and_in_the_reference():
+    x, k = np.ones(2), np.ones(4)
+    with pytest.raises(ValueError, match="the size of the result of foreign function convolve, .* must be ≥ 0"):
+        fk.smoothed_energy(x, k)
+    with pytest.raises(ValueError, match="its shape function gives"):
+        fk.smoothed_energy.reference(x, k)
+
+
+def test_a_two_dimensional_foreign_result():
+    rng = np.random.default_rng(7)
+    for m, n in ((0, 3), (1, 1), (400, 300)):
+        a, b = rng.uniform(size=m), rng.uniform(size=n)
+        np.testing.assert_allclose(fk.outer_trace(a, b), 2.0 * np.outer(a, b), rtol=1e-15)
+        np.testing.assert_allclose(fk.outer_trace.reference(a, b), 2.0 * np.outer(a, b), rtol=1e-15)
+        assert fk.outer_trace(a, b).shape == (m, n)
+
+
+def test_the_interpreters_run_array_foreign_functions_by_their_python_body():
+    from fsmooth import core
+    from fsmooth.dps.interp import run_kernel
+    from test_dps import stages
+
+    rng = np.random.default_rng(8)
+    image, k = rng.uniform(size=(4, 9)), rng.uniform(size=3)
+    a, b = rng.uniform(size=3), rng.uniform(size=4)
+    for kern, args in ((fk.convolve_rows, (image, k)), (fk.outer_trace, (a, b))):
+        expected = kern.reference(*args)
+        np.testing.assert_allclose(core.run_kernel(kern.program(), kern.name, list(args)), expected, rtol=1e-14)
+        _, _, simplified = stages(kern)
+        run = run_kernel(simplified, kern.name, list(args))
+        np.testing.assert_allclose(run.result, expected, rtol=1e-14)
+        assert run.high_water <= run.scratch
+
+
+def test_array_foreign_misuse_is_a_located_compile_error():
+    @fs.foreign(c_source="")
+    def no_shape(a: Array[Double]) -> Array[Double]:
+        return a
+
+    @fs.kernel
+    def calls_no_shape(a: Array[Double]) -> Array[Double]:
+        return no_shape(a)
+
+    _error_at(calls_no_shape, "def no_shape", "returns an Array<Double> but has no shape function")
+
+    @fs.kernel
+    def lookup_on_opencl(table: Array[Double], idx: Array[Index]) -> Array[Double]:
+        return fk.lookup(table, idx)
+
+    _error_at(lookup_on_opencl, "fk.lookup(table, idx)", "on OpenCL, foreign functions take and return scalars",
+              lookup_on_opencl.opencl_artifact)
+
+
+def test_licm_and_cse_call_a_loop_invariant_array_foreign_function_once(counted_each):
+    poly_each, calls = counted_each
+
+    @fs.kernel
+    def weighted(a: Array[Double], t: Array[Double]) -> Array[Double]:
+        return build(length(a), lambda i: ifold(lambda acc, j: acc + poly_each(t)[j] * a[i] + poly_each(t)[j],
+                                                0.0, length(t)))
+
+    a, t = np.linspace(0, 1, 200), np.linspace(-1, 1, 30)
+    p = 1.0 + t * (0.5 + t * 0.25)
+    expected = np.array([np.sum(p * x + p) for x in a])
+    got, count = _count(calls, lambda: weighted(a, t))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    np.testing.assert_allclose(weighted.reference(a, t), expected, rtol=1e-13)
+    assert count == 1  # cse shares the two calls, licm moves the one left out of both loops
+    got, count = _count(calls, lambda: weighted.with_options(licm=False)(a, t))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    assert count == 200 * 30
+    got, count = _count(calls, lambda: weighted.with_options(licm=False, cse=False)(a, t))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    assert count == 2 * 200 * 30
+
+
+def test_array_foreign_calls_under_openmp_and_the_heap_variants():
+    """A foreign call writes only its destination and uses no scratch, so a parallel build of
+    them runs on OpenMP threads; the heap variants give its result a region of their own."""
+    rng = np.random.default_rng(9)
+    image, k = rng.uniform(size=(257, 40)), rng.uniform(size=4)
+    parallel = fk.convolve_rows.with_options(parallel=True)
+    assert "#pragma omp parallel for" in parallel.c_source()
+    np.testing.assert_allclose(parallel(image, k), fk.np_convolve_rows(image, k), rtol=1e-13)
+    x = rng.uniform(size=1000)
+    expected = float(np.sum(np.correlate(x, k, mode="valid") ** 2))
+    for variant in ("malloc", "leaky"):
+        assert fk.smoothed_energy.variant(variant)(x, k) == pytest.approx(expected, rel=1e-12)
