@@ -86,15 +86,14 @@ class Foreign:
         where they are given (the interpreters' semantics of a call)."""
         import numpy as np
 
-        from .types import NUMPY_DTYPE, element_scalar
+        from .types import NUMPY_DTYPE
 
         value = self.fn(*args)
         result = self.signature.result
         if not isinstance(result, ArrayT):
             return value
         array = np.asarray(value, dtype=NUMPY_DTYPE[element_scalar(result)])
-        dims = None if dims is None else [int(d) for d in dims]
-        if dims is not None and list(array.shape) != list(dims):
+        if dims is not None and list(array.shape) != [int(d) for d in dims]:
             raise ValueError(f"foreign function {self.name} returned an array of shape {array.shape}, but its "
                              f"shape function gives {tuple(dims)}")
         return array
@@ -103,8 +102,8 @@ class Foreign:
     @cached_property
     def signature(self):
         """``fsmooth.frontend``'s signature of the Python function, checked to be what a foreign
-        function may have: scalars in, a scalar out, at least one parameter, a C identifier
-        for a name."""
+        function may have: scalars or arrays of them in and out (a shape function for an array
+        result), at least one parameter, a C identifier for a name."""
         from .frontend import _a, _Source, def_loc
 
         signature = _Source(self).signature
@@ -177,13 +176,17 @@ class Foreign:
         where its source is part of the translation unit: it may define it either way): scalars
         by value; an array as a pointer to its first element and its dims (``a, a_d0, ...``); an
         array result as the destination ``out`` first, of the shape function's dims, and no value."""
+        from fsmooth.dpia.emit import Namer
+
+        names = Namer({"out"})  # C names for the parameters: the Python names where C allows them
         params = []
         for name, t in self.signature.params:
+            cname = names.fresh(name)
             if isinstance(t, ArrayT):
-                params.append(f"const {C_TYPE[element_scalar(t)]} *{name}")
-                params += [f"int64_t {name}_d{j}" for j in range(rank(t))]
+                params.append(f"const {C_TYPE[element_scalar(t)]} *{cname}")
+                params += [f"int64_t {names.fresh(f'{cname}_d{j}')}" for j in range(rank(t))]
             else:
-                params.append(f"{C_TYPE[t]} {name}")
+                params.append(f"{C_TYPE[t]} {cname}")
         result = self.signature.result
         if isinstance(result, ArrayT):
             params.insert(0, f"{C_TYPE[element_scalar(result)]} *out")

@@ -1,5 +1,6 @@
-"""Foreign functions (``fsmooth.foreign``, README "Foreign functions"): C functions called from
-kernels inside build and ifold, compared with the reference and numpy at sizes 0, 1 and large;
+"""Foreign functions (``fsmooth.foreign``, README "Foreign functions"): C functions with scalar and
+array results (a destination of the shape function's dims) called from kernels inside build and
+ifold, compared with the reference and numpy at sizes 0, 1 and large;
 the optimiser's licm, cse, dce and fusion counted in calls of a C function that counts them (a
 header and a shared library built here with gcc); the same kernels through OpenCL under Oclgrind;
 the located CompileErrors; the names generated code keeps free; ``fsmooth compile``'s listing;
@@ -549,3 +550,26 @@ def test_array_foreign_calls_under_openmp_and_the_heap_variants():
     expected = float(np.sum(np.correlate(x, k, mode="valid") ** 2))
     for variant in ("malloc", "leaky"):
         assert fk.smoothed_energy.variant(variant)(x, k) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_prototype_names_parameters_as_c_allows():
+    """Parameters spelled like a C keyword or like the destination get other names in the
+    prototype; a result of the kernel is written straight into the kernel's own destination."""
+    @fs.foreign(c_source="static void scaled(double *out, const double *p, int64_t n, double q) "
+                         "{ for (int64_t i = 0; i < n; i++) out[i] = p[i] * q; }",
+                shape=lambda out, double: length(out))
+    def scaled(out: Array[Double], double: Double) -> Array[Double]:
+        return out * double
+
+    @fs.kernel
+    def tripled(v: Array[Double]) -> Array[Double]:
+        return scaled(v, 3.0)
+
+    source = tripled.c_source()
+    assert "static void scaled(double *out, const double *out_1, int64_t out_1_d0, double double_1);" in source
+    assert "scaled(out, v, v_d0, 3.0);" in source
+    for n in SIZES:
+        v = np.arange(float(n))
+        np.testing.assert_array_equal(tripled(v), 3.0 * v)
+        np.testing.assert_array_equal(tripled.reference(v), 3.0 * v)
+        assert tripled.scratch_bytes(v) == 0
