@@ -14,7 +14,8 @@ let must not fail where the loop does not run. A let moves as is where its loop 
 literal count above zero) or where it cannot fail: its reads are at a loop variable whose loop
 counts at most the array's length (``v[j]`` in ``ifold(..., length(v))``, or in a loop counted
 by such a variable), its integer divisors are literals other than 0 (and -1 for ``//``), its
-builds are sized by a literal or a length, it calls no kernel. A scalar that may fail and
+builds and foreign array results (``fsmooth.foreign``) are sized by literals or lengths, it calls
+no kernel. A scalar that may fail and
 contains a loop or a call (what is worth a branch) moves guarded, ``if 0 < n then e else 0``,
 evaluated exactly when the loop runs at least once. Anything else stays. Where the loop runs and
 the body fails at an earlier let, the hoisted let's error may come first: an error either way,
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from . import prims
-from .core import (Build, Call, Expr, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var, children, free_vars,
-                   is_atom, map_children, walk)
+from .core import (Build, Call, Expr, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var, children,
+                   free_vars, is_atom, map_children, walk)
 from .types import Bool, Card, Double, Float, Index, Scalar
 
 _FAILING_PRIMITIVES = ("floordiv", "mod", "trunc_to_Index")
@@ -136,6 +137,9 @@ def _cannot_fail(e: Expr, facts: _Facts) -> bool:
         case Build(size, Lam(params, body)):
             sized = (isinstance(size, Lit) and size.value >= 0) or (isinstance(size, Var) and size.name in facts.lengths)
             return sized and _cannot_fail(body, facts.with_bound(params[-1][0], size))
+        case ForeignCall(_, _, dims):  # its result's dims, as a build's size, may be negative
+            return all((isinstance(d, Lit) and d.value >= 0) or (isinstance(d, Var) and d.name in facts.lengths)
+                       for d in dims)
         case Ifold(Lam(params, body), init, count):
             return _cannot_fail(init, facts) and _cannot_fail(body, facts.with_bound(params[-1][0], count))
     return all(_cannot_fail(child, facts) for child in children(e))

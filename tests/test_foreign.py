@@ -573,3 +573,20 @@ def test_the_prototype_names_parameters_as_c_allows():
         np.testing.assert_array_equal(tripled(v), 3.0 * v)
         np.testing.assert_array_equal(tripled.reference(v), 3.0 * v)
         assert tripled.scratch_bytes(v) == 0
+
+
+def test_licm_keeps_a_foreign_result_whose_size_may_be_negative_in_a_loop_that_may_not_run():
+    """Hoisted before a loop of no iteration, ``convolve(x, k)`` with x shorter than k would be a
+    size error the reference never meets; sized by lengths alone it moves (the test above)."""
+    @fs.kernel
+    def first_response(a: Array[Double], x: Array[Double], k: Array[Double]) -> Array[Double]:
+        m = length(x) - length(k) + 1  # cse makes the call's size this, computed before the loop
+        return build(length(a), lambda i: a[i] * fk.convolve(x, k)[0] + float(m))
+
+    x, k = np.ones(2), np.ones(4)
+    np.testing.assert_array_equal(first_response(np.zeros(0), x, k), np.zeros(0))
+    assert first_response.reference(np.zeros(0), x, k).size == 0
+    with pytest.raises(ValueError, match="foreign function convolve"):
+        first_response(np.ones(3), x, k)
+    a = np.arange(5.0)
+    np.testing.assert_allclose(first_response(a, np.arange(6.0), np.ones(4)), a * 6.0 + 3.0)
