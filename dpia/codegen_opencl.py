@@ -163,6 +163,26 @@ class _OpenCLEmitter(KernelEmitter):
             scoped, self.exit = self.exit, outer
         return lines + [f"{scoped.label}: ;"] if scoped.used else lines
 
+    def _foreign_call(self, fn, out, args, env, ranges) -> list[str]:
+        """``fn(out, args...)``: an array (the destination first) as its address and dims, in
+        global memory, as the prototype says (fsmooth.foreign); a scalar as its value."""
+        checks: list = []
+        texts = []
+        for ph in (out, *args):
+            data = p.data_of(ph)
+            if not isinstance(data, p.Arr):
+                texts.append(self.exp(ph, env, ranges, checks))
+                continue
+            binding, _ = self.resolve(ph, env, ranges, checks)
+            if not (isinstance(binding, _Memory) and binding.space == "global"):
+                raise CompileError(f"on OpenCL, the arrays of a foreign function are in global memory, but "
+                                   f"{'the result' if ph is out else 'an argument'} of {fn.name} is not: leave "
+                                   "it to the default strategy, without to_local or to_private")
+            texts.append(self.address(ph, env, ranges, checks))
+            if ph is not out:
+                texts.extend(self.cint(self.rename(dim, env), ranges) for dim in p.dims_of(data))
+        return checks + [f"{fn.c_name}({', '.join(texts)});"]
+
     # -- the kernel function
     def kernel(self, phase: Phase, hoisted: dict, outputs: list, status: str,
                failing_before: tuple) -> tuple[str, tuple]:
@@ -224,6 +244,8 @@ class _OpenCLEmitter(KernelEmitter):
                 return self._parallel_parfor(c, env, ranges)
             case p.VectorParFor():
                 return self._vector_parfor(c, env, ranges)
+            case p.CallCmd(fn, out, args) if not isinstance(fn, str):  # a foreign function writes out
+                return self._foreign_call(fn, out, args, env, ranges)
             case p.New(name, p.Vec(scalar, w), body):
                 cname = self.namer.fresh(name)
                 return [f"{C_TYPE[scalar]}{w} {cname};"] + self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)

@@ -38,7 +38,7 @@ from functools import cached_property
 
 from .errors import CompileError, Loc
 from .kernel import SourceText
-from .types import C_TYPE, ArrayT, Card, Scalar, element_scalar, rank
+from .types import C_TYPE, ArrayT, Bool, Card, Scalar, element_scalar, rank
 
 TARGETS = {"c": "c_source or c_header", "opencl": "opencl_source"}
 
@@ -134,10 +134,6 @@ class Foreign:
                                "result's dims, in F̃ over the arguments: length(a), + - * //)", def_loc(self))
         return signature
 
-    @property
-    def takes_arrays(self) -> bool:
-        return any(isinstance(t, ArrayT) for t in (*(t for _, t in self.signature.params), self.signature.result))
-
     def shape_lambda(self):
         """The ``shape=lambda ...`` of the decorator, as the front end reads it (its AST and where
         it is), or a CompileError where it is not written there."""
@@ -179,17 +175,23 @@ class Foreign:
         from fsmooth.dpia.emit import Namer
 
         names = Namer({"out"})  # C names for the parameters: the Python names where C allows them
+        # OpenCL: arrays are in global memory, Bool elements bytes (fsmooth.opencl_artifact)
+        space = "__global " if opencl else ""
+
+        def element(t) -> str:
+            return "uchar" if opencl and element_scalar(t) == Bool else C_TYPE[element_scalar(t)]
+
         params = []
         for name, t in self.signature.params:
             cname = names.fresh(name)
             if isinstance(t, ArrayT):
-                params.append(f"const {C_TYPE[element_scalar(t)]} *{cname}")
+                params.append(f"{space}const {element(t)} *{cname}")
                 params += [f"int64_t {names.fresh(f'{cname}_d{j}')}" for j in range(rank(t))]
             else:
                 params.append(f"{C_TYPE[t]} {cname}")
         result = self.signature.result
         if isinstance(result, ArrayT):
-            params.insert(0, f"{C_TYPE[element_scalar(result)]} *out")
+            params.insert(0, f"{space}{element(result)} *out")
         storage = "static " if (self.c_source is not None and not opencl) else ""
         returns = "void" if isinstance(result, ArrayT) else C_TYPE[result]
         return f"{storage}{returns} {self.c_name}({', '.join(params)});"
@@ -266,9 +268,6 @@ def check_sources(program, target: str):
         for node in walk(k.body):
             f = node.op if isinstance(node, PrimApp) else node.fn if isinstance(node, ForeignCall) else None
             if isinstance(f, Foreign):
-                if target == "opencl" and f.takes_arrays:
-                    raise CompileError(f"foreign function {f.name} takes or returns arrays: on OpenCL, foreign "
-                                       "functions take and return scalars (arrays are for C only, so far)", node.loc)
                 if by_name.setdefault(f.c_name, f) is not f:
                     raise CompileError(f"two foreign functions, {by_name[f.c_name].name} and {f.name}, have the C "
                                        f"name {f.c_name}; give one another with c_name=", node.loc)

@@ -101,7 +101,12 @@ void convolve(double *out, const double *x, int64_t x_d0, const double *k, int64
 """
 
 
-@fs.foreign(c_source=CONVOLVE_SOURCE, shape=lambda x, k: length(x) - length(k) + 1)
+# OpenCL: the arrays are in global memory
+CONVOLVE_SOURCE_CL = CONVOLVE_SOURCE.replace("double *out", "__global double *out").replace(
+    "const double", "__global const double")
+
+
+@fs.foreign(c_source=CONVOLVE_SOURCE, opencl_source=CONVOLVE_SOURCE_CL, shape=lambda x, k: length(x) - length(k) + 1)
 def convolve(x: Array[Double], k: Array[Double]) -> Array[Double]:
     """The valid correlation of ``x`` with ``k``."""
     n = len(x) - len(k) + 1

@@ -343,8 +343,33 @@ def test_foreign_functions_through_opencl_under_oclgrind():
         source = fk.distort_all.opencl_artifact().source
         assert source.index("double distort(double r, double k1, double k2);") < source.index("__kernel")
         assert source.index("__kernel") < source.index("double distort(double r, double k1, double k2) {")
+        # array results: each work-item calls convolve on its row, writing it in global memory
+        k = rng.uniform(-1, 1, 5)
+        for rows, cols in ((0, 7), (1, 5), (1, 9), (64, 200)):
+            image = rng.uniform(size=(rows, cols))
+            got = fk.convolve_rows.opencl(image, k)
+            np.testing.assert_allclose(got, fk.np_convolve_rows(image, k), rtol=1e-13, atol=1e-13)
+        source = fk.convolve_rows.opencl_artifact().source
+        assert "void convolve(__global double *out, __global const double *x, int64_t x_d0, __global const double *k, int64_t k_d0);" in source
+        assert "get_global_id(0)" in source.split("__kernel")[1].split("convolve(")[0]
     """, timeout=600)
     assert ok, report
+
+
+def test_a_foreign_array_result_in_a_sequential_opencl_kernel(opencl_context):
+    """``convolve`` into a hoisted global buffer, then a fold over it, in one work-item.  On the
+    CPU device, not Oclgrind: Oclgrind's uninitialised-value check reports the fold's result as
+    uninitialised for this pattern even with no foreign function (a global buffer written in one
+    loop and read in the next by one work-item, 36 elements: the same kernel written by hand)."""
+    rng = np.random.default_rng(10)
+    k = rng.uniform(-1, 1, 5)
+    for n in (5, 6, 3000):
+        x = rng.uniform(-1, 1, n)
+        expected = float(np.sum(np.correlate(x, k, mode="valid") ** 2))
+        assert fk.smoothed_energy.opencl(x, k, context=opencl_context) == pytest.approx(expected, rel=1e-12)
+        assert fk.smoothed_energy.reference(x, k) == pytest.approx(expected, rel=1e-12)
+    launches = fk.smoothed_energy.opencl_artifact().launches
+    assert [launch.global_size for launch in launches] == [(1,)]
 
 
 # ----------------------------------------------------------------------------- fsmooth compile
@@ -511,8 +536,17 @@ def test_array_foreign_misuse_is_a_located_compile_error():
     def lookup_on_opencl(table: Array[Double], idx: Array[Index]) -> Array[Double]:
         return fk.lookup(table, idx)
 
-    _error_at(lookup_on_opencl, "fk.lookup(table, idx)", "on OpenCL, foreign functions take and return scalars",
+    _error_at(lookup_on_opencl, "fk.lookup(table, idx)", "foreign function lookup has no source for the opencl target",
               lookup_on_opencl.opencl_artifact)
+
+    @fs.kernel
+    def local_rows(image: Array[Array[Double]], k: Array[Double]) -> Array[Array[Double]]:
+        return fs.build_workgroup(length(image), lambda r: fk.convolve(
+            fs.to_local(fs.build_local(length(image[r]), lambda j: image[r][j] * 2.0)), k))
+
+    # located at the kernel's def: the back end finds it where no call's location is left
+    _error_at(local_rows, "def local_rows", "on OpenCL, the arrays of a foreign function are in global memory, but "
+              "an argument of convolve is not", local_rows.opencl_artifact)
 
 
 def test_licm_and_cse_call_a_loop_invariant_array_foreign_function_once(counted_each):
