@@ -21,7 +21,8 @@ which sees only a ``static`` prototype made from the annotations (so the source'
 helpers cannot change the generated code, and a definition whose types differ from the
 annotations is a C compile error, never a call through the wrong type); or a header (``c_header``)
 is included and ``libraries`` linked, the prototype following the header's own declaration.
-OpenCL: ``opencl_source`` goes at the end of the program, after a prototype.  Generated C names
+OpenCL: ``opencl_source`` goes at the end of the program, after a prototype (arrays as ``__global``
+pointers: an array in local or private memory is a ``CompileError``).  Generated C names
 never collide with a foreign function's: its name is among the names every kernel's
 ``fsmooth.dpia.emit.Namer`` has taken (``foreign_names``), and a kernel exported under that name
 is a ``CompileError`` (``fsmooth.dpia.codegen_c.exported_symbols``).
