@@ -5,9 +5,10 @@ source), so a call pays no cffi conversion and runs no Python.
 
 The entry point takes the common case and hands every other call, unchanged, to the Python call
 of ``fsmooth.runtime.call_function`` (its *fallback*), which converts or rejects it with the
-messages it always had.  The common case, tested in C exactly as that Python call tests it:
-the right number of arguments; no reference run under way (the kernel's ContextVar); a Double or
-Float argument an exact ``float``; an Index an exact ``int`` in int64, a Card one in [0, 2^63); a
+messages it always had.  The common case, tested in C, is what that Python call passes on as it
+is or converts as the C does: the right number of arguments; no reference run under way (the kernel's ContextVar); a Double or
+Float argument an exact ``float``, or an exact ``int`` that ``float()`` takes (``PyLong_AsDouble``,
+what ``float()`` runs); an Index an exact ``int`` in int64, a Card one in [0, 2^63); a
 Bool ``True`` or ``False``; an array an exact ``numpy.ndarray`` whose dtype *is* the parameter's
 (``NUMPY_DTYPE``), of the parameter's rank and C-contiguous, and for a Card array with no
 negative element.  Then, in C: the sizes (dims and Card values, as ``KernelInterface.sizes``
@@ -43,8 +44,6 @@ _SUPPORT = r"""
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-int omp_get_max_threads(void);
 
 /* One arena per thread, for every kernel of this module: a call takes it only between its last
  * Python call and K, so calls on one thread never share it. */
@@ -102,6 +101,19 @@ static inline int fs_py_int(PyObject *x, int64_t lowest, int64_t *value) {
     if (overflow != 0 || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
     *value = (int64_t)v;
     return v >= lowest;
+}
+
+/* The value of the exact float or int x in *value, as Python's float(x) gives it (an int too
+ * large for a double is left to the fallback, which reports it). */
+static inline int fs_py_real(PyObject *x, double *value) {
+    if (PyFloat_CheckExact(x)) {
+        *value = PyFloat_AS_DOUBLE(x);
+        return 1;
+    }
+    if (!PyLong_CheckExact(x)) return 0;
+    *value = PyLong_AsDouble(x);
+    if (*value == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
 }
 
 /* Whether a reference run is under way: the kernel's ContextVar (None: it has none) is true;
@@ -162,7 +174,7 @@ _INT64_MIN = "INT64_MIN"
 
 def _scalar_argument(ty: Scalar, x: str, v: str) -> list[str]:
     if ty in (Double, Float):
-        return [f"if (!PyFloat_CheckExact({x})) goto fallback;", f"{v} = ({C_TYPE[ty]})PyFloat_AS_DOUBLE({x});"]
+        return [f"if (!fs_py_real({x}, &fs_real)) goto fallback;", f"{v} = ({C_TYPE[ty]})fs_real;"]
     if ty is Bool:
         return [f"if ({x} != Py_True && {x} != Py_False) goto fallback;", f"{v} = {x} == Py_True;"]
     lowest = "0" if ty is Card else _INT64_MIN
@@ -193,6 +205,8 @@ def entry_function(interface: KernelInterface) -> str:
             continue
         x, v = f"args[{k}]", f"fs_a{k}"
         if not rank(ty):
+            if ty in (Double, Float) and "double fs_real;" not in declarations:
+                declarations.append("double fs_real;")
             declarations.append(f"{C_TYPE[ty]} {v};")
             body += _scalar_argument(ty, x, v)
             c_args.append(v)
@@ -301,7 +315,9 @@ def entry_module(artifact: CArtifact) -> tuple[str, str] | None:
         f"    return PyCFunction_New(&fs_py_def_{i.symbol}, state);\n"
         f"}}"
         for i in interfaces]
-    text = "\n\n".join([_SUPPORT, *functions, *definitions])
+    # a parallel kernel's thread count is OpenMP's (its C includes omp.h, a hand-written one may not)
+    openmp = ["int omp_get_max_threads(void);"] if any(i.threads is not None for i in interfaces) else []
+    text = "\n\n".join([_SUPPORT, *openmp, *functions, *definitions])
     name = f"_fsmooth_entries_{hashlib.sha256(text.encode()).hexdigest()[:24]}"
     methods = [f"    {{\"{i.symbol}\", fs_py_make_{i.symbol}, METH_O, NULL}}," for i in interfaces]
     init = "\n".join([
