@@ -6,20 +6,21 @@ source), so a call pays no cffi conversion and runs no Python.
 The entry point takes the common case and hands every other call, unchanged, to the Python call
 of ``fsmooth.runtime.call_function`` (its *fallback*), which converts or rejects it with the
 messages it always had.  The common case, tested in C, is what that Python call passes on as it
-is or converts as the C does: the right number of arguments; no reference run under way (the kernel's ContextVar); a Double or
-Float argument an exact ``float``, or an exact ``int`` that ``float()`` takes (``PyLong_AsDouble``,
-what ``float()`` runs); an Index an exact ``int`` in int64, a Card one in [0, 2^63); a
-Bool ``True`` or ``False``; an array an exact ``numpy.ndarray`` whose dtype *is* the parameter's
-(``NUMPY_DTYPE``), of the parameter's rank and C-contiguous, and for a Card array with no
-negative element.  Then, in C: the sizes (dims and Card values, as ``KernelInterface.sizes``
-lists them; OpenMP's thread count for a parallel kernel), ``K_check_sizes`` (a failed
-constraint goes to the fallback, which names it), ``K_shape`` and ``K_scratch_bytes`` (a negative
-answer goes to the fallback, which reports it), the result arrays (``PyArray_Empty``), this
-thread's arena grown to the scratch bytes (``fs_py_scratch``: 64-byte aligned, one per thread,
-freed at the thread's exit; an allocation that fails goes to the fallback, whose allocation
-raises ``MemoryError``), ``K`` without the GIL, and a nonzero status raised through
-``fsmooth.runtime.raise_status``.  Nothing runs Python between taking the arena and calling
-``K``, so no other call on this thread can move the arena under it.
+is or converts as the C does: the right number of arguments; no reference run under way (the
+kernel's ContextVar); a Double or Float argument an exact ``float``, or an exact ``int`` that
+``float()`` takes (``PyLong_AsDouble``, what ``float()`` runs); an Index an exact ``int`` in
+int64, a Card one in [0, 2^63); a Bool ``True`` or ``False``; an array an exact
+``numpy.ndarray`` whose dtype *is* the parameter's (``NUMPY_DTYPE``), of the parameter's rank
+and C-contiguous, and for a Card array with no negative element.  Then, in C: the sizes (dims
+and Card values, as ``KernelInterface.sizes`` lists them; OpenMP's thread count for a parallel
+kernel), ``K_check_sizes`` (a failed constraint goes to the fallback, which names it),
+``K_shape`` and ``K_scratch_bytes`` (a negative answer goes to the fallback, which reports it),
+the result arrays (``PyArray_Empty``), this thread's arena grown to the scratch bytes
+(``fs_py_scratch``: 64-byte aligned, one per thread, freed at the thread's exit; an allocation
+that fails goes to the fallback, whose allocation raises ``MemoryError``), ``K`` without the
+GIL, and a nonzero status raised through ``fsmooth.runtime.raise_status``.  Nothing runs Python
+between taking the arena and calling ``K``, so no other call on this thread can move the arena
+under it.
 
 Kept on the Python call: kernels with tuple parameters (their flattening is the fallback's) and
 checked arenas (``Options.check_arena``); ``fsmooth.runtime.Executable`` installs no entry
@@ -167,17 +168,14 @@ static inline PyObject *fs_py_fallback(PyObject *state, PyObject *const *args, P
 }
 """ % {"raise": STATE_RAISE_STATUS, "name": STATE_NAME, "fallback": STATE_FALLBACK}
 
-# Per scalar parameter type: the C that takes the argument ``x`` into ``v`` where it is the
-# usual value (else the fallback), as the Python call's ``_usual_scalar`` tests it.
-_INT64_MIN = "INT64_MIN"
-
-
 def _scalar_argument(ty: Scalar, x: str, v: str) -> list[str]:
+    """C that takes the argument ``x`` of a ``ty`` parameter into ``v`` where it is the common
+    case (else goes to the fallback); a Double or Float goes through ``fs_real``."""
     if ty in (Double, Float):
         return [f"if (!fs_py_real({x}, &fs_real)) goto fallback;", f"{v} = ({C_TYPE[ty]})fs_real;"]
     if ty is Bool:
         return [f"if ({x} != Py_True && {x} != Py_False) goto fallback;", f"{v} = {x} == Py_True;"]
-    lowest = "0" if ty is Card else _INT64_MIN
+    lowest = "0" if ty is Card else "INT64_MIN"
     return [f"if (!fs_py_int({x}, {lowest}, &{v})) goto fallback;"]
 
 
@@ -195,6 +193,8 @@ def entry_function(interface: KernelInterface) -> str:
     symbol = interface.symbol
     n_args = len(interface.params) - (interface.threads is not None)
     declarations, body, c_args, value_of = [], [], [], {}
+    if any(ty in (Double, Float) for _, ty in interface.params):
+        declarations.append("double fs_real;")
     dtype_slot = STATE_DTYPES
     for k, (pname, ty) in enumerate(interface.params):
         if k == n_args:  # a parallel kernel's thread count: OpenMP's, as the Python call passes it
@@ -205,8 +205,6 @@ def entry_function(interface: KernelInterface) -> str:
             continue
         x, v = f"args[{k}]", f"fs_a{k}"
         if not rank(ty):
-            if ty in (Double, Float) and "double fs_real;" not in declarations:
-                declarations.append("double fs_real;")
             declarations.append(f"{C_TYPE[ty]} {v};")
             body += _scalar_argument(ty, x, v)
             c_args.append(v)
@@ -302,8 +300,9 @@ def entry_module(artifact: CArtifact) -> tuple[str, str] | None:
         return None
     functions = [entry_function(i) for i in interfaces]
     definitions = [
-        f"static PyMethodDef fs_py_def_{i.symbol} = {{\"{i.name}\", (PyCFunction)(void (*)(void))fs_py_call_{i.symbol}, "
-        f"METH_FASTCALL, \"The compiled kernel {i.name} (fsmooth.python_entry).\"}};\n"
+        f"static PyMethodDef fs_py_def_{i.symbol} = {{\"{i.name}\",\n"
+        f"    (PyCFunction)(void (*)(void))fs_py_call_{i.symbol}, METH_FASTCALL,\n"
+        f"    \"The compiled kernel {i.name} (fsmooth.python_entry).\"}};\n"
         f"static PyObject *fs_py_make_{i.symbol}(PyObject *module, PyObject *state) {{\n"
         f"    (void)module;\n"
         f"    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != {state_size(i)}\n"
@@ -322,7 +321,8 @@ def entry_module(artifact: CArtifact) -> tuple[str, str] | None:
     methods = [f"    {{\"{i.symbol}\", fs_py_make_{i.symbol}, METH_O, NULL}}," for i in interfaces]
     init = "\n".join([
         "static PyMethodDef fs_py_methods[] = {", *methods, "    {NULL, NULL, 0, NULL}", "};",
-        f"static struct PyModuleDef fs_py_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, -1, fs_py_methods, NULL, NULL, NULL, NULL}};",
+        f"static struct PyModuleDef fs_py_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, -1, fs_py_methods,",
+        "                                             NULL, NULL, NULL, NULL};",
         f"PyMODINIT_FUNC PyInit_{name}(void) {{",
         "    import_array();",
         "    if (pthread_key_create(&fs_py_arena_key, fs_py_free_arena) != 0) {",
