@@ -304,6 +304,12 @@ def outcome(fn, args):
 
 @pytest.mark.parametrize("case, variant", PARAMS)
 def test_compiled_matches_reference(case: Case, variant):
+    check_compiled(case, variant, case.kernel)
+
+
+def check_compiled(case: Case, variant, run: Callable) -> None:
+    """``run`` (the kernel compiled to C, or through OpenCL on some device) against the reference
+    and the numpy oracle: the same result, or the same error, and its inputs left as they were."""
     args = arguments(case, variant)
     originals = [_copy(a) for a in args]
     reference = outcome(case.kernel.reference, args)
@@ -311,9 +317,9 @@ def test_compiled_matches_reference(case: Case, variant):
         # the same error; where the reference reads outside an array, the compiled call may
         # refuse the sizes before it runs (ValueError naming the parameter, README "Errors")
         with pytest.raises((ValueError, IndexError) if reference[1] is IndexError else reference[1]):
-            case.kernel(*args)
+            run(*args)
         return
-    got = case.kernel(*args)
+    got = run(*args)
     expected = with_rows_of(reference[1], got)
     check_result_type(got, case.kernel.program().main.result)
     assert_close(got, expected, **case.tol)
