@@ -297,13 +297,16 @@ static int fs_cl_size_failure(struct fs_cl_context *ctx, const char *kernel, int
 static int fs_cl_reuse(struct fs_cl_context *ctx, int k, int b, int64_t bytes) {
     struct fs_cl_state *state = &ctx->states[k];
     if (state->buffers[b] && state->capacities[b] >= bytes) return FS_STATUS_OK;
-    if (state->buffers[b]) clReleaseMemObject(state->buffers[b]);
     cl_int err;
     int64_t capacity = bytes > 0 ? bytes : 1;
-    state->buffers[b] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, (size_t)capacity, NULL, &err);
+    /* the new buffer before the old one goes, as the Python launcher does: Oclgrind may give a
+     * buffer made right after a release the released one's place, with its record of which
+     * bytes were written */
+    cl_mem buffer = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, (size_t)capacity, NULL, &err);
+    if (state->buffers[b]) clReleaseMemObject(state->buffers[b]);
+    state->buffers[b] = err == CL_SUCCESS ? buffer : NULL;
     state->capacities[b] = err == CL_SUCCESS ? capacity : 0;
     if (err != CL_SUCCESS) {
-        state->buffers[b] = NULL;
         return fs_cl_fail(ctx, FS_STATUS_OUT_OF_MEMORY, "%s: buffer '%s' of %lld bytes cannot be allocated (OpenCL error %d)",
                           ctx->kernels[k].name, ctx->kernels[k].buffers[b].name, (long long)bytes, (int)err);
     }

@@ -14,9 +14,11 @@ def box_blur(img: Array[Array[Double]]) -> Array[Array[Double]]:
     rows = length(img)
     cols = length(img[0])
     return build(rows, lambda r: build(cols, lambda c: ifold(
-        lambda acc, k: acc + img[fs.min(fs.max(r + k // 3 - 1, 0), rows - 1)]
-                                [fs.min(fs.max(c + k % 3 - 1, 0), cols - 1)],
-        0.0, 9) / 9.0))
+        lambda acc, dr: ifold(
+            lambda acc2, dc: acc2 + img[fs.min(fs.max(r + dr - 1, 0), rows - 1)]
+                                       [fs.min(fs.max(c + dc - 1, 0), cols - 1)],
+            acc, 3),
+        0.0, 3) / 9.0))
 
 
 @fs.kernel
