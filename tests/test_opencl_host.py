@@ -218,12 +218,12 @@ def driver_source(manifest: dict, kernels: list[str]) -> str:
 class Driver:
     """A module's kernels built into one driver program (``driver_source``)."""
 
-    def __init__(self, build: pathlib.Path, manifest: dict, kernels: list[str]):
+    def __init__(self, build: pathlib.Path, manifest: dict, kernels: list[str], *flags: str):
         self.manifest, self.kernels = manifest, kernels
         (build / "driver.c").write_text(driver_source(manifest, kernels))
         name = manifest["module"]
         self.program = cc(build / "driver", [build / "driver.c", build / f"{name}.c"], f"-I{build}", "-O1",
-                          "-Wl,--wrap=clCreateBuffer")
+                          "-Wl,--wrap=clCreateBuffer", *flags)
 
     def encode(self, kname: str, args) -> bytes:
         k = self.manifest["kernels"][kname]
@@ -373,6 +373,23 @@ def test_buffers_are_allocated_once_per_shape(corpus_driver):
     # 200 elements: v, p_1, out_0 and the temporary r2_buf grow; out_1, tmp_6_buf and the status buffer do not
     growing = [b for b in buffers if b["role"] != "local" and ("v_d0" in b["count"] or "p_1_d0" in b["count"])]
     assert created[4] == first + len(growing) == first + 4
+
+
+@needs_pip_opencl
+def test_host_code_is_clean_under_sanitizers(tmp_path):
+    """The host code and its runtime under AddressSanitizer (leaks included) and UBSan: calls that
+    succeed, grow the buffers, and fail a size check or a check on the device."""
+    import corpus.tuples as tuples
+
+    build = compile_opencl(REPO / "tests" / "corpus" / "tuples.py", tmp_path)
+    driver = Driver(build, json.loads((build / "tuples.json").read_text()), ["argmax", "scale_and_sum"],
+                    "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined")
+    v = np.linspace(-1.0, 1.0, 50)
+    answers = driver.run([("argmax", (v,)), ("scale_and_sum", (v[:5], 3.0, v[:5])), ("scale_and_sum", (v, 3.0, v)),
+                          ("scale_and_sum", (v, 3.0, v[:10])), ("argmax", (v[:0],))],
+                         ASAN_OPTIONS="detect_leaks=1", OCLGRIND_UNINITIALIZED="0")
+    assert [a[0] for a in answers] == [0, 0, 0, 3, 3]
+    assert answers[0][1] == tuples.argmax.reference(v)
 
 
 # ----------------------------------------------------------------------------- conventions
