@@ -134,7 +134,7 @@ def _split_declaration(text: str) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- the files
 
-def _status_macro(prefix: str, code: int, statuses: dict = STATUS) -> str:
+def status_macro(prefix: str, code: int, statuses: dict = STATUS) -> str:
     return f"{prefix}_STATUS_{re.sub(r'[^A-Z0-9]+', '_', statuses[code].upper()).strip('_')}"
 
 
@@ -142,8 +142,8 @@ def status_declarations(name: str, statuses: dict = STATUS) -> list[str]:
     """The header's status codes (``<MODULE>_STATUS_*``) and the prototype of their texts."""
     prefix = name.upper()
     out = c_comment(["---- Status codes: what every kernel returns"])
-    width = max(len(_status_macro(prefix, code, statuses)) for code in statuses)
-    out += [f"#define {_status_macro(prefix, code, statuses):<{width}} {code}  /* {statuses[code]} */"
+    width = max(len(status_macro(prefix, code, statuses)) for code in statuses)
+    out += [f"#define {status_macro(prefix, code, statuses):<{width}} {code}  /* {statuses[code]} */"
             for code in statuses]
     return out + ["", "/* The text of a status code (\"unknown status\" for any other int). */",
                   f"const char *{name}_status_message(int status);"]
@@ -247,14 +247,14 @@ def kernel_comment(interface: KernelInterface, decl: Declarations, doc: str | No
             for s in interface.sizes))
     if interface.constraints:
         lines.append(f"Requires (else {interface.symbol}_check_sizes is nonzero and {interface.symbol} returns "
-                     f"{_status_macro(prefix, 3)}):")
+                     f"{status_macro(prefix, 3)}):")
         lines += [f"  {j + 1}. {print_condition(c.cond, C)}   ({c.message})"
                   for j, c in enumerate(interface.constraints)]
     if scratch:
         lines.append(f"Scratch: {interface.scratch_formula} bytes")
     lines.append(f"{interface.symbol}_check_sizes returns {len(interface.constraints) + 1} (and {interface.symbol} "
-                 f"{_status_macro(prefix, 6)}) where {sized} overflows int64, "
-                 f"{len(interface.constraints) + 2} (and {_status_macro(prefix, 2)}) where one divides by zero")
+                 f"{status_macro(prefix, 6)}) where {sized} overflows int64, "
+                 f"{len(interface.constraints) + 2} (and {status_macro(prefix, 2)}) where one divides by zero")
     return lines
 
 
@@ -341,7 +341,7 @@ def _check_library_names(name: str, artifact: CArtifact, by_name: dict[str, Kern
     or at the first exported kernel's for a kernel of another module that one calls)."""
     from .frontend import def_loc
 
-    ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
+    ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {status_macro(name.upper(), c) for c in STATUS}
     for k, interface in artifact.interfaces.items():
         symbol = interface.symbol
         shapes = {f"{symbol}_shape{suffix}" for suffix, _, _ in interface.outputs}

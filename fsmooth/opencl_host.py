@@ -49,7 +49,7 @@ from fsmooth.dpia.emit import Namer, c_module_name, exported_name
 from fsmooth.shape.size_printer import C, C_CHECKED, print_condition, print_size, size_json
 
 from .artifact import STATUS, KernelInterface
-from .embed import (Declarations, _status_macro, c_comment, kernel_comment, kernel_entry, status_declarations,
+from .embed import (Declarations, status_macro, c_comment, kernel_comment, kernel_entry, status_declarations,
                     status_message_function)
 from .errors import CompileError
 from .kernel import Kernel
@@ -308,7 +308,7 @@ def _check_names(name: str, hosts: list, by_name: dict) -> None:
     """The library's own C names must not be a kernel's functions (an error at the kernel's ``def``)."""
     from .frontend import def_loc
 
-    ours = {f"{name}_{f}" for f in _CONTEXT_FUNCTIONS} | {_status_macro(name.upper(), c, OPENCL_STATUS)
+    ours = {f"{name}_{f}" for f in _CONTEXT_FUNCTIONS} | {status_macro(name.upper(), c, OPENCL_STATUS)
                                                          for c in OPENCL_STATUS}
     for host in hosts:
         symbol = host.symbol
