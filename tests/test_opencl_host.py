@@ -129,6 +129,14 @@ def test_example_program(example, imaging, rows, cols):
     assert len(rest) == 4
 
 
+@needs_pip_opencl
+def test_a_context_without_a_device_says_why(example):
+    done = run_on_oclgrind([str(example), "2", "2", "no such platform"])
+    assert done.returncode == 1 and not done.stdout
+    assert done.stderr.decode().startswith(
+        "no OpenCL context: no OpenCL device found (platform 'no such platform', device 'any')")
+
+
 def test_example_makefile_builds_the_opencl_target():
     """The Makefile runs what the tests run: ``fsmooth compile --target opencl`` and cc with -Werror."""
     makefile = (EXAMPLE / "Makefile").read_text()
