@@ -31,10 +31,7 @@ OCLGRIND_ENV = {
 # always on: "Invalid read/write"; the others come from the plugins enabled above.
 _DIAGNOSTIC = re.compile(
     r"^(Invalid (read|write)|.*data race at|Oclgrind - |Work-group divergence|Work-item divergence"
-    r"|Uninitiali[sz]ed |Unaligned address|.*exceeds static array size"
-    # the simulator gave up on a work-item (an LLVM instruction a plugin does not know, such as
-    # the uninitialised-value checker and `freeze`): its results are not the kernel's
-    r"|OCLGRIND FATAL ERROR)")
+    r"|Uninitiali[sz]ed |Unaligned address|.*exceeds static array size)")
 
 # pyopencl asks every device for properties newer than Oclgrind's OpenCL 1.2; the API checker
 # reports those harmless queries, which say nothing about the kernels under test.
