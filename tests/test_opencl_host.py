@@ -338,6 +338,47 @@ def _flat(args) -> tuple:
     return tuple(x for a in args for x in (a if isinstance(a, tuple) else (a,)))
 
 
+_FLAGS = """
+import fsmooth as fs
+from fsmooth import Array, Bool, Double, build, length
+
+
+@fs.kernel
+def clip(v: Array[Double], lo: Double, flip: Bool) -> Array[Double]:
+    return build(length(v), lambda i: (-v[i] if flip else v[i]) if v[i] > lo else lo)
+
+
+@fs.kernel
+def positive(v: Array[Double]) -> Array[Bool]:
+    return build(length(v), lambda i: v[i] > 0.0)
+
+
+@fs.kernel
+def count_true(b: Array[Bool]) -> Double:
+    return fs.ifold(lambda acc, i: acc + (1.0 if b[i] else 0.0), 0.0, length(b))
+"""
+
+
+@needs_pip_opencl
+def test_bool_parameters_and_results(tmp_path):
+    """A Bool scalar travels as a uchar (OpenCL has no bool kernel arguments), Bool arrays as bytes."""
+    import importlib.util
+
+    (tmp_path / "flags.py").write_text(_FLAGS)
+    spec = importlib.util.spec_from_file_location("opencl_host_flags", tmp_path / "flags.py")
+    flags = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(flags)
+    build = compile_opencl(tmp_path / "flags.py", tmp_path / "build")
+    driver = Driver(build, json.loads((build / "flags.json").read_text()), ["clip", "positive", "count_true"])
+    v = np.array([-2.0, 0.5, 3.0, -0.1, 7.0])
+    calls = [("clip", (v, 0.0, True)), ("clip", (v, 0.0, False)), ("positive", (v,)), ("count_true", (v > 0,)),
+             ("positive", (v[:0],)), ("count_true", (v[:0] > 0,))]
+    for (kname, args), (status, got, _) in zip(calls, driver.run(calls)):
+        assert status == 0
+        expected = getattr(flags, kname).reference(*args)
+        assert np.array_equal(got, expected), (kname, args)
+
+
 @needs_pip_opencl
 def test_bad_calls_return_the_c_targets_status_codes(corpus_driver):
     """A violated size constraint (3) and a size that overflows int64 (6) are refused before
