@@ -340,7 +340,7 @@ def _flat(args) -> tuple:
 
 _FLAGS = """
 import fsmooth as fs
-from fsmooth import Array, Bool, Double, build, length
+from fsmooth import Array, Bool, Card, Double, build, length
 
 
 @fs.kernel
@@ -356,12 +356,18 @@ def positive(v: Array[Double]) -> Array[Bool]:
 @fs.kernel
 def count_true(b: Array[Bool]) -> Double:
     return fs.ifold(lambda acc, i: acc + (1.0 if b[i] else 0.0), 0.0, length(b))
+
+
+@fs.kernel
+def ramp(n: Card) -> Array[Double]:
+    return build(n, lambda i: 0.5 * i)
 """
 
 
 @needs_pip_opencl
 def test_bool_parameters_and_results(tmp_path):
-    """A Bool scalar travels as a uchar (OpenCL has no bool kernel arguments), Bool arrays as bytes."""
+    """A Bool scalar travels as a uchar (OpenCL has no bool kernel arguments), Bool arrays as bytes;
+    a result larger than the device's largest buffer is out of memory (4) before any buffer is made."""
     import importlib.util
 
     (tmp_path / "flags.py").write_text(_FLAGS)
@@ -369,14 +375,18 @@ def test_bool_parameters_and_results(tmp_path):
     flags = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(flags)
     build = compile_opencl(tmp_path / "flags.py", tmp_path / "build")
-    driver = Driver(build, json.loads((build / "flags.json").read_text()), ["clip", "positive", "count_true"])
+    driver = Driver(build, json.loads((build / "flags.json").read_text()), ["clip", "positive", "count_true", "ramp"])
     v = np.array([-2.0, 0.5, 3.0, -0.1, 7.0])
     calls = [("clip", (v, 0.0, True)), ("clip", (v, 0.0, False)), ("positive", (v,)), ("count_true", (v > 0,)),
-             ("positive", (v[:0],)), ("count_true", (v[:0] > 0,))]
+             ("positive", (v[:0],)), ("count_true", (v[:0] > 0,)), ("ramp", (5,))]
     for (kname, args), (status, got, _) in zip(calls, driver.run(calls)):
         assert status == 0
         expected = getattr(flags, kname).reference(*args)
         assert np.array_equal(got, expected), (kname, args)
+    # Oclgrind's largest buffer is 128 MiB: 2**24 + 1 doubles are 8 bytes more; the context goes on
+    answers = driver.run([("ramp", (2**24 + 1,)), ("ramp", (3,))])
+    assert [(status, created) for status, _, created in answers] == [(4, 0), (0, 2)]
+    assert list(answers[1][1]) == [0.0, 0.5, 1.0]
 
 
 @needs_pip_opencl
