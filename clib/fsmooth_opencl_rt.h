@@ -2,10 +2,10 @@
  * (<module>.c) needs, and nothing else.  It does in C what fsmooth/opencl_executable.py does
  * through pyopencl (see fsmooth/opencl_artifact.py for the conventions of buffers and launches):
  *
- *   - a context chooses a device (as fsmooth.opencl_device.choose_device: the first GPU of a real
- *     platform, else PoCL's CPU device, else the first device; a simulator such as Oclgrind only
- *     when the configuration names it), builds the program once and makes one cl_kernel per
- *     launch of every kernel;
+ *   - a context chooses a device (as fsmooth.opencl_device.choose_device: a GPU of a real
+ *     platform, else the first CPU device that builds the program, Intel's CPU runtime's before
+ *     PoCL's; a simulator such as Oclgrind only when the configuration names its platform),
+ *     builds the program once and makes one cl_kernel per launch of every kernel;
  *   - a call (fs_cl_run) gets its sizes from the generated code, already checked as K_check_sizes
  *     checks them; it refuses a buffer larger than the device can allocate (status 4) and a
  *     local size that does not divide the global size or is too large for the device (status 7),
@@ -104,6 +104,13 @@ static int fs_cl_fail(struct fs_cl_context *ctx, int status, const char *format,
     return status;
 }
 
+/* The latest failure's message, which the caller frees; NULL if none.  Reading it clears it. */
+static char *fs_cl_take_error(struct fs_cl_context *ctx) {
+    char *error = ctx->error;
+    ctx->error = NULL;
+    return error;
+}
+
 /* ---- configuration */
 
 static void fs_cl_config_init(struct fs_cl_config *cfg) { cfg->platform = cfg->device = NULL; }
@@ -137,42 +144,61 @@ static int fs_cl_contains(const char *text, const char *part) {
     return 0;
 }
 
-static int fs_cl_choose_device(struct fs_cl_context *ctx, const struct fs_cl_config *cfg) {
+/* The device fsmooth.opencl_device.choose_device prefers: a GPU, then a CPU device of Intel's CPU
+ * runtime, of PoCL, of another platform, then any other device (smaller first). */
+static int fs_cl_rank(cl_device_type type, const char *platform) {
+    if (type & CL_DEVICE_TYPE_GPU) return 0;
+    if (type & CL_DEVICE_TYPE_CPU)
+        return fs_cl_contains(platform, "intel(r) opencl") ? 1 : fs_cl_contains(platform, "portable computing language") ? 2 : 3;
+    return 4;
+}
+
+#define FS_CL_MAX_CANDIDATES 64
+
+/* The devices the configuration allows (a simulator only where its platform is named), best
+ * first (fs_cl_rank; in the order the platforms list them where equal). */
+static int fs_cl_candidates(struct fs_cl_context *ctx, const struct fs_cl_config *cfg, cl_device_id *candidates,
+                            int *ncandidates) {
+    int ranks[FS_CL_MAX_CANDIDATES];
     cl_uint nplatforms = 0;
     cl_int err = clGetPlatformIDs(0, NULL, &nplatforms);
+    *ncandidates = 0;
     if (err != CL_SUCCESS || nplatforms == 0)
         return fs_cl_fail(ctx, FS_STATUS_OPENCL, "no OpenCL platform found (OpenCL error %d)", (int)err);
     cl_platform_id *platforms = malloc(nplatforms * sizeof *platforms);
     if (!platforms) return fs_cl_fail(ctx, FS_STATUS_OUT_OF_MEMORY, "out of memory");
     clGetPlatformIDs(nplatforms, platforms, NULL);
-    int best = 3;  /* 0: a GPU, 1: PoCL's CPU device, 2: any other device */
-    for (cl_uint p = 0; p < nplatforms && best > 0; p++) {
+    for (cl_uint p = 0; p < nplatforms; p++) {
         char platform_name[256] = "";
         clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof platform_name - 1, platform_name, NULL);
         if (cfg->platform ? !fs_cl_contains(platform_name, cfg->platform) : fs_cl_contains(platform_name, "oclgrind"))
             continue;
         cl_uint ndevices = 0;
+        cl_device_id devices[FS_CL_MAX_CANDIDATES];
         if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &ndevices) != CL_SUCCESS || ndevices == 0)
             continue;
-        cl_device_id devices[64];
-        if (ndevices > 64) ndevices = 64;
+        if (ndevices > FS_CL_MAX_CANDIDATES) ndevices = FS_CL_MAX_CANDIDATES;
         clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, ndevices, devices, NULL);
-        for (cl_uint d = 0; d < ndevices; d++) {
+        for (cl_uint d = 0; d < ndevices && *ncandidates < FS_CL_MAX_CANDIDATES; d++) {
             char device_name[256] = "";
             cl_device_type type = 0;
             clGetDeviceInfo(devices[d], CL_DEVICE_NAME, sizeof device_name - 1, device_name, NULL);
             clGetDeviceInfo(devices[d], CL_DEVICE_TYPE, sizeof type, &type, NULL);
             if (cfg->device && !fs_cl_contains(device_name, cfg->device)) continue;
-            int rank = (type & CL_DEVICE_TYPE_GPU) ? 0
-                     : (type & CL_DEVICE_TYPE_CPU) && fs_cl_contains(platform_name, "portable computing language") ? 1 : 2;
-            if (rank < best) {
-                best = rank;
-                ctx->device = devices[d];
+            /* insertion after every candidate of the same or a better rank */
+            int rank = fs_cl_rank(type, platform_name), at = *ncandidates;
+            while (at > 0 && ranks[at - 1] > rank) {
+                candidates[at] = candidates[at - 1];
+                ranks[at] = ranks[at - 1];
+                at--;
             }
+            candidates[at] = devices[d];
+            ranks[at] = rank;
+            (*ncandidates)++;
         }
     }
     free(platforms);
-    if (best == 3)
+    if (*ncandidates == 0)
         return fs_cl_fail(ctx, FS_STATUS_OPENCL, "no OpenCL device found (platform '%s', device '%s')",
                           cfg->platform ? cfg->platform : "any but simulators", cfg->device ? cfg->device : "any");
     return FS_STATUS_OK;
@@ -202,6 +228,16 @@ static int fs_cl_build(struct fs_cl_context *ctx, const char **source, cl_uint n
         return fs_cl_fail(ctx, FS_STATUS_OPENCL, "the OpenCL program does not build (OpenCL error %d): %s", (int)err, log);
     }
     return FS_STATUS_OK;
+}
+
+/* Undo a failed fs_cl_build, so that another device may be tried. */
+static void fs_cl_release_build(struct fs_cl_context *ctx) {
+    if (ctx->program) clReleaseProgram(ctx->program);
+    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+    if (ctx->context) clReleaseContext(ctx->context);
+    ctx->program = NULL;
+    ctx->queue = NULL;
+    ctx->context = NULL;
 }
 
 static int fs_cl_make_kernels(struct fs_cl_context *ctx) {
@@ -238,8 +274,26 @@ static void fs_cl_context_init(struct fs_cl_context *ctx, const struct fs_cl_con
     ctx->kernels = kernels;
     ctx->nkernels = nkernels;
     ctx->status_message = status_message;
-    int status = fs_cl_choose_device(ctx, cfg);
-    if (status == FS_STATUS_OK) status = fs_cl_build(ctx, source, nsource, needs_fp64);
+    cl_device_id candidates[FS_CL_MAX_CANDIDATES];
+    int ncandidates;
+    int status = fs_cl_candidates(ctx, cfg, candidates, &ncandidates);
+    /* the first candidate that builds the program, as fsmooth.opencl_device takes the first CPU
+     * device that builds (PoCL 3.0 builds nothing on CPUs its LLVM does not know); where none
+     * does, the best one's failure */
+    char *first_failure = NULL;
+    for (int c = 0; c < ncandidates; c++) {
+        ctx->device = candidates[c];
+        status = fs_cl_build(ctx, source, nsource, needs_fp64);
+        if (status == FS_STATUS_OK) break;
+        if (c == 0) first_failure = fs_cl_take_error(ctx);
+        fs_cl_release_build(ctx);
+    }
+    if (status != FS_STATUS_OK && first_failure) {
+        free(ctx->error);
+        ctx->error = first_failure;
+        first_failure = NULL;
+    }
+    free(first_failure);
     if (status == FS_STATUS_OK) status = fs_cl_make_kernels(ctx);
     if (status != FS_STATUS_OK) {
         ctx->setup_status = status;
@@ -267,13 +321,6 @@ static void fs_cl_context_release(struct fs_cl_context *ctx) {
     if (ctx->context) clReleaseContext(ctx->context);
     free(ctx->setup_error);
     free(ctx->error);
-}
-
-/* The latest failure's message, which the caller frees; NULL if none.  Reading it clears it. */
-static char *fs_cl_take_error(struct fs_cl_context *ctx) {
-    char *error = ctx->error;
-    ctx->error = NULL;
-    return error;
 }
 
 static int fs_cl_sync(struct fs_cl_context *ctx) {

@@ -140,6 +140,19 @@ def test_a_context_without_a_device_says_why(example):
         "no OpenCL context: no OpenCL device found (platform 'no such platform', device 'any')")
 
 
+@needs_pip_opencl
+def test_a_context_takes_the_first_device_that_builds_the_program(example, imaging):
+    """With every platform allowed (an empty part of a name), PoCL's CPU device comes before
+    Oclgrind's; where PoCL's LLVM does not know this CPU, its build fails and the context takes
+    Oclgrind's device: either way the program runs."""
+    done = run_on_oclgrind([str(example), "2", "3", ""])
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    img = (1.0 + (np.arange(2)[:, None] * 7 + np.arange(3)[None, :] * 3) % 10).astype(np.float64)
+    blurred = np.array([[float(x) for x in line.split()] for line in lines[1:3]])
+    np.testing.assert_allclose(blurred, imaging.box_blur.reference(img), **F64)
+
+
 def test_example_makefile_builds_the_opencl_target():
     """The Makefile runs what the tests run: ``fsmooth compile --target opencl`` and cc with -Werror."""
     makefile = (EXAMPLE / "Makefile").read_text()
