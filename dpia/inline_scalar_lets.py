@@ -159,6 +159,8 @@ class EventLog:
                 self._record(body, depth + 1)
             case d.Ifold(dest, _, _, body, init, count):
                 self._ref(dest)
+                if t.trace is not None:  # an iscan's states
+                    self._ref(t.trace)
                 if isinstance(count, (Var, Lit)):
                     self._atom(count, depth)
                 else:

@@ -199,6 +199,8 @@ class _Frame:
                 if parallel:
                     self.arena.concurrent.pop()
                 return out
+            case ir.Ifold(trace=ir.Ref()):
+                return self.scan(t)
             case ir.Ifold(ty=TupleT()):
                 return self.tuple_ifold(t)
             case ir.Ifold():
@@ -258,6 +260,37 @@ class _Frame:
             self.writing[t.state] = pair[(k + 1) % 2]
             state = at(self.run(t.body), pair[(k + 1) % 2])
         return self.write(state, t.ty, self.ref(t.dest, None))
+
+    def scan(self, t: ir.Ifold):
+        """An iscan: a scalar (or tuple of scalars) state, each new one stored at element k of
+        the trace (per component); its value is the trace's arrays (a pointer for one array)."""
+        n = self.num(t.count)
+
+        def outputs(ref, ty):
+            if isinstance(ty, TupleT):
+                return tuple(outputs(r, x) for r, x in zip(ref.items, ty.items))
+            return self.ref(ref, ty), ty
+
+        def store(state, out, k):
+            if isinstance(state, tuple):
+                for s_, o in zip(state, out):
+                    store(s_, o, k)
+            else:
+                self.arena.store(out[0].plus(k * BYTES[out[1]]), out[1], state)
+
+        def arrays(out):
+            if isinstance(out[0], tuple):
+                return tuple(arrays(o) for o in out)
+            return ArrayVal(out[0], out[1], (n,))
+
+        out = outputs(t.trace, t.ty)
+        state = self.run(t.init)
+        for k in range(n):
+            self.arena.work["ifold trip"] += 1
+            self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
+            state = self.run(t.body)
+            store(state, out, k)
+        return arrays(out) if isinstance(t.ty, TupleT) else out[0]
 
     def array(self, rhs: ir.Term, value, dims) -> ArrayVal:
         if isinstance(value, ArrayVal):

@@ -41,6 +41,9 @@ Terms:
       name ``state``) and its body writes into buffers[(k + 1) % 2] -- the body's destination
       refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
       after the loop the current buffer is copied to dest (a single copy, none per iteration).
+      ``trace`` (an ``iscan``): each iteration's new state is also written at element ``index``
+      of trace (an array ref; for a tuple state an RTuple of one per component); the state is
+      a scalar or a tuple of scalars and dest is • (the term's value is what trace holds).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
   TupleOf(items, ty, dest, written) a tuple of atoms; in result position each component is written
                                    to its own destination (an array component is copied), but
@@ -220,6 +223,7 @@ class Ifold(Term):
     ty: Type
     buffers: tuple | None = None  # (b0, b1) for an array state; per component for a tuple state
     dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
+    trace: Ref | None = None  # an iscan's states are written here, one element per iteration
 
 
 @dataclass(frozen=True)

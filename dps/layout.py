@@ -125,12 +125,12 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
         case ir.Build(_, _, _, body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak
-        case ir.Ifold(dest, s, i, body, init, n, ty, buffers, dims):
+        case ir.Ifold(state=s, body=body, init=init, dims=dims):
             if dims:
                 scope.dims[s] = dims
             body2, p1 = _layout(body, top, scope)
             init2, p2 = _layout(init, top, scope)
-            return ir.Ifold(dest, s, i, body2, init2, n, ty, buffers, dims), _max(p1, p2)
+            return replace(t, body=body2, init=init2), _max(p1, p2)
     return t, top
 
 

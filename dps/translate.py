@@ -23,7 +23,7 @@ from fsmooth import core
 from fsmooth.names import NameSupply, destination_name
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
-from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
+from fsmooth.shape.ir import CIRC, ShapeProgram, TupleShape, dims_of
 from fsmooth.shape.translate import kernel_functions, shape_of, shp
 
 from . import ir
@@ -182,6 +182,8 @@ class _KernelTranslator:
                 with self.bounds.loop(loop_symbol(i), n):
                     body_term = self.term(body, dest)
                 return ir.Build(r, n, i, body_term, ty, strategy=e.strategy)
+            case core.Iscan(core.Lam(((s, _), (i, _))), init, n, ty):
+                return self.iscan(e, s, i, init, n, ty, r)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, TupleT() as ty):
                 return self.tuple_ifold(e, s, i, init, n, ty, r)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, ty):
@@ -322,6 +324,33 @@ class _KernelTranslator:
         loop = ir.Ifold(r, s, i, body, init_term, counter, ty, (b0, b1), dims)
         elem = element_scalar(ty)
         return ir.Alloc(b0, elem, count(dims), ir.Alloc(b1, elem, count(dims), loop, dims=dims), dims=dims)
+
+    def iscan(self, e, s, i, init, n, ty, r: ir.Ref) -> ir.Term:
+        """An iscan: the ifold of its scalar (or tuple of scalars) state, which writes each new
+        state to element i of its destination (``trace``); its size is static, as a build's."""
+        size = self.shape(n)
+        assert size is not CIRC, "the shape stage rejects iscans of data-dependent size"
+        self.bounds.nonnegative(size)
+        state_ty = init.ty
+        self.shapes[shp(i)] = CIRC
+        self.values[i] = loop_symbol(i)
+
+        def unknown(t):  # a state that the steps change is known only at run time, a Card's too
+            return TupleShape(tuple(unknown(x) for x in t.items)) if isinstance(t, TupleT) else CIRC
+
+        self.shapes[shp(s)] = unknown(state_ty)
+
+        def scalars(t):  # a tuple state's components are all scalars: kept by the back end
+            return tuple(scalars(x) for x in t.items) if isinstance(t, TupleT) else None
+
+        def bullets(t):
+            return ir.RTuple(tuple(bullets(x) for x in t.items)) if isinstance(t, TupleT) else ir.Bullet()
+
+        init_term = self.term(init, bullets(state_ty))
+        with self.bounds.loop(loop_symbol(i), size):
+            body = self.term(e.fn.body, bullets(state_ty))
+        buffers = scalars(state_ty) if isinstance(state_ty, TupleT) else None
+        return ir.Ifold(bullets(state_ty), s, i, body, init_term, size, state_ty, buffers, trace=r)
 
     def kernel(self) -> ir.Kernel:
         k = self.k

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.core import App, Build, Call, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
-from fsmooth.types import Card
+from fsmooth.core import App, Build, Call, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
+from fsmooth.types import Card, TupleT
 
 from . import sizes
 from .ir import (CARD_OPS, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet, SPair, SProj,
@@ -47,6 +47,8 @@ def shape_of(e: core.Expr) -> SExpr:
             return SPair(shape_of(size), SApp(shape_of(fn), (SCirc(),)), e.loc)
         case Ifold(fn, init, _):
             return SIfold(shape_of(fn), shape_of(init), e.loc)
+        case Iscan(_, _, count, ty):
+            return _scan_shape(shape_of(count), ty, e.loc)
         case Length(arr):
             return SFst(shape_of(arr))
         case Get(arr, _):
@@ -56,6 +58,14 @@ def shape_of(e: core.Expr) -> SExpr:
         case Proj(tup, index):
             return SProj(shape_of(tup), index)
     raise AssertionError(e)
+
+
+def _scan_shape(count: SExpr, ty, loc) -> SExpr:
+    """An iscan's states: ``count`` scalars (S-Build's shape, its size static as a build's), per
+    component of a tuple state."""
+    if isinstance(ty, TupleT):
+        return STuple(tuple(_scan_shape(count, t, loc) for t in ty.items))
+    return SPair(count, SCirc(), loc)
 
 
 def kernel_functions(p: core.Program) -> dict:
