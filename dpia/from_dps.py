@@ -16,7 +16,7 @@ import sympy
 
 from fsmooth.dps import ir as d
 from fsmooth.core import Lit, Var
-from fsmooth.types import ArrayT, Card, TupleT, element_scalar, path_suffix
+from fsmooth.types import ArrayT, Bool, Card, TupleT, element_scalar, path_suffix
 
 from . import phrases as p
 from .inline_scalar_lets import nonzero_literal
@@ -134,6 +134,8 @@ def _storage(t: d.Term) -> d.Ref:
     match t:
         case d.Ifold(trace=d.Ref() as trace):  # an iscan: its states
             return trace
+        case d.Filter(dest=dest):
+            return dest
         case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest):
             return dest
         case d.If(_, then):
@@ -174,6 +176,12 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data)
         case d.Ifold(_, state, index, body, init, count, _, buffers):
             return _ifold(state, index, body, init, count, buffers, data, env)
+        case d.Filter(_, length, x, body, arr):
+            array = _atom(arr, env)
+            arr_data = p.data_of(array)
+            index = f"{length}_at"  # the length's name is unique in the kernel, so is this
+            element = p.Idx(array, p.Ident(index, p.ExpT(p.IdxT(arr_data.size))), arr_data.elem, arr_data.size)
+            return p.Filter(array, index, _phrase(body, p.Num(Bool), env.bind(x, element)), length, data)
         case d.Copy(_, src, count, elem):
             return _retype(_atom(src, env), p.Arr(sympy.sympify(count), p.Num(elem)))
         case d.Call(fn, _, args, _, scratch_offset, check_sizes):
@@ -204,6 +212,10 @@ def _let(name: str, rhs: d.Term, body: d.Term, inline: bool, rhs_data: p.Data, d
         return _phrase(body, data, env.bind(name, _phrase(rhs, rhs_data, env)))
     into = _ref(_storage(rhs), rhs_data, env)
     value = _phrase(rhs, rhs_data, env)
+    if isinstance(rhs, d.Filter):  # its count: a C variable that the body reads
+        count = p.Num(Card)
+        inner = env.bind(name, as_exp(into)).bind(rhs.length, p.Ident(rhs.length, p.ExpT(count)))
+        return declare([(rhs.length, count)], p.Bind(name, value, into, _phrase(body, data, inner), rhs_data))
     return p.Bind(name, value, into, _phrase(body, data, env.bind(name, as_exp(into))), rhs_data)
 
 

@@ -168,6 +168,11 @@ class EventLog:
                 self._record(init, depth)
                 self._write()
                 self._record(body, depth + 1)
+            case d.Filter(dest, _, _, body, arr):
+                self._ref(dest)
+                self._atom(arr, depth)
+                self._write()
+                self._record(body, depth + 1)
             case d.Copy(dest, src, count):
                 self._ref(dest)
                 self._atom(src, depth)

@@ -15,6 +15,7 @@ from typing import Callable
 import sympy
 
 from fsmooth.dps import ir as dps
+from fsmooth.types import Card
 from fsmooth.names import NameSupply
 
 from . import phrases as p
@@ -35,7 +36,7 @@ def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKe
     body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
                               tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
-                              sympy.sympify(k.scratch), functional, body, k.threads)
+                              sympy.sympify(k.scratch), functional, body, k.threads, k.kept_length)
 
 
 class Translation:
@@ -182,6 +183,23 @@ def _acc_scan(t: Translation, e: p.Scan, a: p.Phrase) -> p.Phrase:
     return _ifold(t, fold, lambda state: p.Skip(), trace)
 
 
+def _acc_filter(t: Translation, e: p.Filter, a: p.Phrase) -> p.Phrase:
+    """filterSeq: ℓ := 0; for n (λ i. A[ℓ] := E[i]; ℓ := ℓ + int(P)).  Every element is written at
+    the next place, which the next kept one overwrites unless it is kept itself: no branch for the
+    processor to mispredict, and the place is in the capacity (ℓ ≤ i < n)."""
+    arr = p.data_of(e.arr)
+    count = p.Num(Card)
+    kept = p.Ident(e.length, p.ExpT(count))
+    element = p.Idx(e.arr, p.Ident(e.index, p.ExpT(p.IdxT(arr.size))), arr.elem, arr.size)
+
+    def step(c: p.Phrase) -> p.Phrase:
+        more = p.ScalarOp("add", (kept, p.ScalarOp("to_Index", (c,), count)), count)
+        return p.seq(p.Assign(p.Idx(a, kept, arr.elem, p.data_of(a).size), element),
+                     p.Assign(p.Ident(e.length, p.AccT(count)), more))
+    return p.seq(p.Assign(p.Ident(e.length, p.AccT(count)), p.Literal(0, count)),
+                 p.For(p.NatExp(arr.size, count), e.index, t.con(e.pred, step)))
+
+
 def _acc_record(t: Translation, e: p.Record, a: p.Phrase) -> p.Phrase:
     """A(⟨E1, E2⟩)(A) = A(E1)(fst A); A(E2)(snd A)."""
     return p.seq(*(t.acc(item, p.proj(a, k)) for k, item in enumerate(e.items) if item is not None))
@@ -255,6 +273,7 @@ TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
     p.Alloc: (_acc_alloc, _con_alloc),
     p.CallExp: (_acc_call, _con_call),
     p.Scan: (_acc_scan, lambda t, e, k: t.storage_needed(e)),
+    p.Filter: (_acc_filter, lambda t, e, k: t.storage_needed(e)),
     p.Record: (_acc_record, _con_record),
     p.Proj: (_acc_proj, _con_proj),
 }

@@ -199,6 +199,17 @@ class _Frame:
                 if parallel:
                     self.arena.concurrent.pop()
                 return out
+            case ir.Filter(dest, length, x, body, arr, ty):
+                out, a, elem = self.ref(dest, element_scalar(ty)), self.atom(arr), element_scalar(ty)
+                kept = 0
+                for k in range(a.dims[0]):
+                    self.arena.work["filter trip"] += 1
+                    self.env[x] = self.arena.load(a.ptr.plus(k * BYTES[elem]), elem)
+                    if self.run(body):
+                        self.arena.store(out.plus(kept * BYTES[elem]), elem, self.env[x])
+                        kept += 1
+                self.env[length] = self.sizes[length] = kept
+                return out
             case ir.Ifold(trace=ir.Ref()):
                 return self.scan(t)
             case ir.Ifold(ty=TupleT()):
@@ -352,6 +363,8 @@ def _elem_of(t: ir.Term) -> Scalar:
             return element_scalar(ty)
         case ir.Copy(elem=elem):
             return elem
+        case ir.Filter(ty=ty):
+            return element_scalar(ty)
     raise AssertionError(t)
 
 

@@ -122,7 +122,7 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             body2, _ = _layout(body, base + THREAD * frame, scope)
             # the last thread's slice needs no padding after it
             return replace(t, body=body2), base + scope.other_threads * frame + peak
-        case ir.Build(_, _, _, body):
+        case ir.Build(_, _, _, body) | ir.Filter(body=body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak
         case ir.Ifold(state=s, body=body, init=init, dims=dims):

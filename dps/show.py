@@ -81,6 +81,9 @@ class _Printer:
                 word, dest = ("iscan", trace) if trace is not None else ("ifold", dest)
                 return (f"{word} {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
                         f"{pad}  ({self.term(init, indent + 1)}) {count}")
+            case ir.Filter(dest, length, x, body, arr):
+                return (f"let {length} = filter {ref(dest)} (λ {x}.\n{pad}  {self.term(body, indent + 1)})\n"
+                        f"{pad}  {atom(arr)}")
             case ir.Copy(dest, src):
                 return f"copy {ref(dest)} {atom(src)}"
             case ir.Call(fn, dest, args):

@@ -21,7 +21,7 @@ def map_own_refs(t: ir.Term, f) -> ir.Term:
     match t:
         case ir.Ifold(trace=ir.Ref() as trace):  # an iscan: its states' destination too
             return replace(t, dest=_map_ref(t.dest, f), trace=_map_ref(trace, f))
-        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf() | ir.Filter():
             return replace(t, dest=_map_ref(t.dest, f))
     return t
 
@@ -115,6 +115,8 @@ def _own_names(u: ir.Term) -> set[str]:
                 atom(a)
         case ir.Proj(tup):
             atom(tup)
+        case ir.Filter(arr=arr):
+            atom(arr)
         case ir.CardOf(value):
             size(value)
         case ir.If(c):
@@ -151,7 +153,7 @@ def _own_refs(u: ir.Term) -> list[ir.Ref]:
     match u:
         case ir.Ifold(trace=ir.Ref() as trace):
             return _flat_refs(u.dest) + _flat_refs(trace)
-        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf() | ir.Filter():
             return _flat_refs(u.dest)
     return []
 

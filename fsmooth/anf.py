@@ -21,7 +21,7 @@ import contextlib
 from dataclasses import dataclass
 
 from . import core
-from .core import App, Build, Call, Expr, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
+from .core import App, Build, Call, Expr, Filter, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
 from .errors import CompileError
 from .names import NameSupply, destination_name
 from .types import FunT, TupleT, leaves, path_suffix
@@ -85,6 +85,8 @@ class _Inliner:
             case Ifold(fn, init, count, ty) | Iscan(fn, init, count, ty):
                 lam = self.lam(self.function(fn, env))
                 return type(e)(lam, self.expr(init, env), self.expr(count, env), ty, e.loc)
+            case Filter(pred, arr, ty):
+                return Filter(self.lam(self.function(pred, env)), self.expr(arr, env), ty, e.loc)
             case Length(arr, ty):
                 return Length(self.expr(arr, env), ty, e.loc)
             case Get(arr, idx, ty):
@@ -229,6 +231,9 @@ class _Anf:
             case Ifold(fn, init, count, ty) | Iscan(fn, init, count, ty):
                 z, n = self.atoms((init, count), bindings)
                 return type(e)(self.lam(fn), z, n, ty, e.loc)
+            case Filter(pred, arr, ty):
+                (a,) = self.atoms((arr,), bindings)
+                return Filter(self.lam(pred), a, ty, e.loc)
             case Tuple(items, ty):
                 return Tuple(self.atoms(items, bindings), ty, e.loc)
             case Proj(tup, index, ty):

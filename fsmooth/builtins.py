@@ -216,6 +216,13 @@ def _columns(states: list, like):
     return checked(np.array(states, dtype=dtype).reshape(len(states)))
 
 
+def filter(pred, v):  # noqa: A001 (fs.filter; Python's filter gives an iterator, never an array)
+    """``filter(pred, v)``: the elements ``x`` of ``v`` for which ``pred(x)`` holds, in order."""
+    v = checked(np.asarray(v))
+    keep = np.array([bool(pred(checked(x))) for x in v], dtype=bool).reshape(len(v))
+    return checked(np.asarray(v)[keep])
+
+
 def length(a) -> Int64:
     return Int64(np.shape(a)[0])
 

@@ -31,7 +31,7 @@ from . import builtins as fs_builtins
 from . import prims
 from . import strategies
 from . import typecheck as tc
-from .core import (App, Build, Call, Expr, Get, If, Ifold, Iscan, KernelDef, Lam, Length, Let, Lit,
+from .core import (App, Build, Call, Expr, Filter, Get, If, Ifold, Iscan, KernelDef, Lam, Length, Let, Lit,
                    PrimApp, Program, Proj, Tuple, Var, scan_type)
 from .deep_stack import on_deep_stack
 from .errors import CompileError, Loc
@@ -66,7 +66,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
     """Built-in functions by identity: F̃'s own, ``math``'s and Python's of the same names."""
     table: list[tuple[object, str]] = [
         (fs_builtins.build, "build"), (fs_builtins.ifold, "ifold"), (fs_builtins.length, "length"),
-        (fs_builtins.iscan, "iscan"),
+        (fs_builtins.iscan, "iscan"), (fs_builtins.filter, "filter"),
         (python_builtins.float, "float"), (python_builtins.int, "int"),
     ]
     # The strategies (fsmooth.strategies): builds with an OpenCL mapping, address spaces, vectors.
@@ -82,7 +82,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
 
 
 _BUILTINS = _builtin_table()
-_ARITY = {"build": 2, "ifold": 3, "iscan": 3, "length": 1, "float": 1, "int": 1, "build_global": 2, "build_workgroup": 2,
+_ARITY = {"build": 2, "ifold": 3, "iscan": 3, "filter": 2, "length": 1, "float": 1, "int": 1, "build_global": 2, "build_workgroup": 2,
           "build_local": 2, "build_seq": 2, "to_global": 1, "to_local": 1, "to_private": 1,
           "vectorize": 2}
 
@@ -738,6 +738,8 @@ class _KernelTranslator:
                 return self.ifold(node, env)
             case "iscan":
                 return self.iscan(node, env)
+            case "filter":
+                return self.filter(node, env)
             case "length":
                 arr = self.expr(node.args[0], env)
                 if not isinstance(arr.ty, ArrayT):
@@ -855,6 +857,16 @@ class _KernelTranslator:
                              "an array of arrays of states would not be rectangular in general; "
                              "use ifold, or build over an iscan per component", node.args[1])
         return Iscan(fn, init, count, scan_type(init.ty), self.loc(node))
+
+    def filter(self, node: ast.Call, env: dict) -> Expr:
+        """``fs.filter(pred, v)``: the elements of ``v`` (scalars) for which ``pred`` holds."""
+        pred_node, arr_node = node.args
+        arr = self.expr(arr_node, env)
+        if not (isinstance(arr.ty, ArrayT) and isinstance(arr.ty.elem, Scalar)):
+            raise self.error(f"filter needs an array of numbers, not {_a(arr.ty)}: filter the indices "
+                             "of the rows instead", arr_node)
+        pred = self.function(pred_node, env, (arr.ty.elem,), Bool)
+        return Filter(pred, arr, arr.ty, self.loc(node))
 
     def step_function(self, node: ast.Call, env: dict, what: str) -> tuple[Expr, Expr]:
         """The function and initial state of ``ifold``/``iscan``; the state widens from a literal

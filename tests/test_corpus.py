@@ -220,6 +220,12 @@ CASES = [
     Case(scan_filter.sum_and_max_prefixes, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(scan_filter.fibonacci, lambda rng, n: (n,), (0, 1, 2, 17, 90)),
     Case(scan_filter.total_of_prefix_sums, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(scan_filter.keep_inliers, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.inlier_cost, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.positive_below, lambda rng, n: (vec(rng, n), 1.5), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.inlier_count_and_mean, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.odd_indices, lambda rng, n: (rng.integers(-50, 50, n),), VECTOR_SIZES),
+    Case(scan_filter.inliers_per_row, lambda rng, s: (mat(rng, *s), 1.0), MATRIX_SIZES),
 ]
 
 def _copy(value):

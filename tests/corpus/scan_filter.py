@@ -1,5 +1,7 @@
 """Scans (``fs.iscan``): cumulative sums, an integral image, running maxima, a scan of a tuple
-state; each with its numpy oracle (``np.cumsum``, ``np.maximum.accumulate``)."""
+state; filters (``fs.filter``): a RANSAC step's inliers, a filter fused into a sum, a filter of a
+filter, one kept whole; each with its numpy oracle (``np.cumsum``, ``np.maximum.accumulate``,
+boolean indexing)."""
 import numpy as np
 
 import fsmooth as fs
@@ -50,6 +52,46 @@ def total_of_prefix_sums(v: Array[Double]) -> Double:
     return ifold(lambda acc, i: acc + prefixes[i], 0.0, length(prefixes))
 
 
+@fs.kernel
+def keep_inliers(residuals: Array[Double], threshold: Double) -> Array[Double]:
+    """The residuals of a RANSAC step's inliers: the result's length is known only at run time."""
+    return fs.filter(lambda r: fs.abs(r) < threshold, residuals)
+
+
+@fs.kernel
+def inlier_cost(residuals: Array[Double], threshold: Double) -> Double:
+    """The filter is fused into the fold: nothing is stored."""
+    inliers = fs.filter(lambda r: fs.abs(r) < threshold, residuals)
+    return ifold(lambda acc, i: acc + inliers[i] * inliers[i], 0.0, length(inliers))
+
+
+@fs.kernel
+def positive_below(v: Array[Double], high: Double) -> Array[Double]:
+    """A filter of a filter: one pass, both tests."""
+    return fs.filter(lambda x: x < high, fs.filter(lambda x: x > 0.0, v))
+
+
+@fs.kernel
+def inlier_count_and_mean(residuals: Array[Double], threshold: Double) -> tuple[Card, Double]:
+    """The kept length used beside the fold: the filter is stored (its capacity reserved)."""
+    inliers = fs.filter(lambda r: fs.abs(r) < threshold, residuals)
+    n = length(inliers)
+    total = ifold(lambda acc, i: acc + inliers[i], 0.0, n)
+    return n, total / float(n) if n > 0 else 0.0
+
+
+@fs.kernel
+def odd_indices(v: Array[Index]) -> Array[Index]:
+    return fs.filter(lambda x: x % 2 == 1, v)
+
+
+@fs.kernel
+def inliers_per_row(m: Array[Array[Double]], threshold: Double) -> Array[Card]:
+    """A filter inside a build's element, consumed there by a fold (fused): a count per row."""
+    return build(length(m), lambda r: ifold(lambda c, j: c + 1, 0, length(fs.filter(lambda x: fs.abs(x) < threshold,
+                                                                                        m[r]))))
+
+
 def np_cumulative_sum(v):
     return np.cumsum(v)
 
@@ -81,3 +123,29 @@ def np_fibonacci(n):
 
 def np_total_of_prefix_sums(v):
     return float(np.sum(np.cumsum(v)))
+
+
+def np_keep_inliers(residuals, threshold):
+    return residuals[np.abs(residuals) < threshold]
+
+
+def np_inlier_cost(residuals, threshold):
+    inliers = residuals[np.abs(residuals) < threshold]
+    return float(np.sum(inliers * inliers))
+
+
+def np_positive_below(v, high):
+    return v[(v > 0.0) & (v < high)]
+
+
+def np_inlier_count_and_mean(residuals, threshold):
+    inliers = residuals[np.abs(residuals) < threshold]
+    return len(inliers), float(np.mean(inliers)) if len(inliers) else 0.0
+
+
+def np_odd_indices(v):
+    return v[v % 2 == 1]
+
+
+def np_inliers_per_row(m, threshold):
+    return np.sum(np.abs(m) < threshold, axis=1).astype(np.int64)
