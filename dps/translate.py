@@ -9,6 +9,11 @@
 - D-If: both branches write the same destination.
 - ``build`` writes element ``i`` at ``r + i * (elements of one element)``; ``ifold`` with an
   array state double-buffers it (two regions, one final copy).
+- ``iscan`` is the ifold of its scalar (or tuple of scalars) state with ``r`` as its trace: each
+  state is written at ``r + i``.
+- ``let w = filter p v`` writes the kept elements into a region of v's length (the capacity) and
+  binds their count to a variable, ``w``'s length (``length w`` reads it, ``w[i]`` is checked
+  against it); a kernel whose result is a filter returns the pair (kept elements, count).
 
 Along the way every read ``a[i]`` is classified (``dps.bounds``): an affine read executed
 unconditionally yields size constraints over the kernel's sizes; any other read is checked

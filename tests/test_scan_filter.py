@@ -398,3 +398,18 @@ def test_filters_on_opencl_under_oclgrind():
         assert np.array_equal(sf.inliers_per_row.opencl(m, 1.0), np.sum(np.abs(m) < 1.0, axis=1))
     """, timeout=600)
     assert ok, report
+
+
+@fs.kernel
+def cost_of_kept(residuals: Array[Double]) -> Double:
+    inliers = sf.keep_inliers(residuals, 0.5)  # a kernel returning a filter: always inlined, then fused
+    return fs.ifold(lambda acc, i: acc + inliers[i], 0.0, length(inliers))
+
+
+def test_a_kernel_returning_a_filter_is_inlined_where_it_is_called():
+    r = np.linspace(-1.0, 1.0, 201)
+    assert cost_of_kept(r) == pytest.approx(np.sum(r[np.abs(r) < 0.5]), abs=1e-12)
+    assert cost_of_kept.scratch_bytes(r) == 0  # inlined, then fused: nothing stored
+    with pytest.raises(fs.CompileError) as info:
+        cost_of_kept.with_options(inline_kernels=False)(r)
+    assert "returns a filter" in info.value.message and _source_at(info.value).startswith("sf.keep_inliers(")
