@@ -409,6 +409,8 @@ def run_kernel(program: ir.Program, name: str, args: list, threads: int = 2) -> 
         result = assemble(k.result, iter(
             out.mem.view(NUMPY_DTYPE[element_scalar(ty)]).reshape(dims).copy() if out is not None else next(leaves)
             for ty, dims, out in outputs))
+        if k.kept_length:  # a filter: its kept elements, as a call from Python gives them
+            result = result[0][:result[1]]
         return Run(result, arena.high_water, scratch, arena.work)
     ((ty, dims, out),) = outputs
     result = frame.enter(values, out)
