@@ -191,9 +191,10 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "A kernel that returns a tuple has one out-parameter per component (out_0, out_1, ...; nested",
         "tuples flattened: out_1_0) and one shape function per component (K_shape_0, ...).  A tuple",
         "parameter p is passed as its components p_0, p_1, ..., each like a parameter of its own.",
-        "A kernel that returns a filter (fs.filter: its length is known only at run time) has two:",
-        "out_0 has the capacity, K_shape_0's dims (the length of what is filtered), and receives the",
-        "kept elements from its start; out_1 (int64_t *) receives how many were kept.",
+        *(["A kernel that returns a filter (fs.filter: its length is known only at run time) has two:",
+           "out_0 has the capacity, K_shape_0's dims (the length of what is filtered), and receives the",
+           "kept elements from its start; out_1 (int64_t *) receives how many were kept."]
+          if any(i.kept_length for i in artifact.interfaces.values()) else []),
         "",
         _ALLOCATION_NOTES[options.allocation],
         f"`scratch` must hold K_scratch_bytes(...) bytes, aligned to {prefix}_SCRATCH_ALIGN bytes (malloc's",
