@@ -209,6 +209,10 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "A kernel that returns a tuple has one out-parameter per component (out_0, out_1, ...; nested",
         "tuples flattened: out_1_0) and one shape function per component (K_shape_0, ...).  A tuple",
         "parameter p is passed as its components p_0, p_1, ..., each like a parameter of its own.",
+        *(["A kernel that returns a filter (fs.filter: its length is known only at run time) has two:",
+           "out_0 has the capacity, K_shape_0's dims (the length of what is filtered), and receives the",
+           "kept elements from its start; out_1 (int64_t *) receives how many were kept."]
+          if any(i.kept_length for i in artifact.interfaces.values()) else []),
         "",
         _ALLOCATION_NOTES[options.allocation],
         f"`scratch` must hold K_scratch_bytes(...) bytes, aligned to {prefix}_SCRATCH_ALIGN bytes (malloc's",
@@ -240,6 +244,10 @@ def kernel_comment(interface: KernelInterface, decl: Declarations, doc: str | No
         what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.symbol}_shape{suffix})" if rank(ty)
                 else "one scalar")
         component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
+        if interface.kept_length:  # a filter: (kept elements, their count)
+            component = (" (the kept elements, written from the start; capacity" if suffix == "_0"
+                         else " (how many elements were kept: the filter's length")
+            component += ")"
         lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
     if interface.sizes:
         lines.append("Sizes: " + "; ".join(
@@ -299,6 +307,8 @@ def kernel_entry(interface: KernelInterface, decl: Declarations, functions: dict
                for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
     return {
         "cfun": interface.symbol,
+        # a filter's result: components 0, the kept elements in a destination of the capacity, 1 their count
+        "kept_length": interface.kept_length,
         "shape_fun": [o["shape_fun"] for o in outputs] if len(outputs) > 1 or outputs[0]["cname"] != "out"
         else f"{interface.symbol}_shape",
         **functions,

@@ -463,8 +463,11 @@ def call_function(executable: Executable, reference: tuple | None = None):
                       "        capacity = -1", "    if capacity < nbytes:", "        arena = scratch(nbytes)"]
         arena = "arena" if executable._needs_scratch else "no_scratch"
         lines.append(f"    status = kernel({', '.join([arena, *outs, *c_args])})")
-    lines += ["    if status:", "        raise_status(name, status)",
-              f"    return {_assembled(interface.result, iter(values))}"]
+    lines += ["    if status:", "        raise_status(name, status)"]
+    if interface.kept_length:  # a filter: the kept elements, out_0[:out_1]
+        lines.append(f"    return r0[:{values[1]}]")
+    else:
+        lines.append(f"    return {_assembled(interface.result, iter(values))}")
     exec(compile("\n".join(lines) + "\n", f"<fsmooth call of {interface.name}>", "exec"), env)
     return env["call"]
 
