@@ -22,9 +22,10 @@ GIL, and a nonzero status raised through ``fsmooth.runtime.raise_status``.  Noth
 between taking the arena and calling ``K``, so no other call on this thread can move the arena
 under it.
 
-Kept on the Python call: kernels with tuple parameters (their flattening is the fallback's) and
-checked arenas (``Options.check_arena``); ``fsmooth.runtime.Executable`` installs no entry
-point for them.
+Kept on the Python call: kernels with tuple parameters (their flattening is the fallback's),
+checked arenas (``Options.check_arena``) and kernels returning a filter (the result is sliced to
+its kept length, ``has_entry_point``); ``fsmooth.runtime.Executable`` installs no entry point
+for them.
 """
 from __future__ import annotations
 
@@ -291,11 +292,17 @@ def _assembled(ty: Type, values, counter: list) -> tuple[list[str], str]:
     return lines, f"fs_py_pack({len(items)}, {name})"
 
 
+def has_entry_point(interface: KernelInterface) -> bool:
+    """Whether the module of ``interface``'s artifact has an entry point for it: not for a kernel
+    returning a filter, whose result the Python call slices to its kept length."""
+    return not interface.kept_length
+
+
 def entry_module(artifact: CArtifact) -> tuple[str, str] | None:
     """(module name, C) of the extension module of ``artifact``'s entry points, to be appended to
     its source: per kernel its entry point and a factory, ``<module>.<symbol>(state)``, that
     makes the callable (``entry_state``); None for an artifact that names no kernel."""
-    interfaces = list(artifact.interfaces.values())
+    interfaces = [i for i in artifact.interfaces.values() if has_entry_point(i)]
     if not interfaces:
         return None
     functions = [entry_function(i) for i in interfaces]

@@ -46,7 +46,7 @@ import numpy as np
 
 from . import cache
 from .artifact import STATUS, CArtifact, KernelInterface
-from .python_entry import entry_module, entry_state
+from .python_entry import entry_module, entry_state, has_entry_point
 from .types import (C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, TupleT, Type, element_scalar,
                     rank, type_str)
 
@@ -244,7 +244,8 @@ class Executable:
         self.python_call = call_function(self, reference)
         self.call = self.python_call
         entries, interfaces = _entry_points.get(getattr(library, "__name__", None), (None, {}))
-        if interfaces.get(name) == interface and self._flatten is None and not check_arena:
+        if (interfaces.get(name) == interface and has_entry_point(interface) and self._flatten is None
+                and not check_arena):
             self.call = getattr(entries, symbol)(entry_state(interface, self.python_call,
                                                              reference[0] if reference else None, raise_status))
 
