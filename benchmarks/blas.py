@@ -2,7 +2,7 @@
 vendor library, in one process:
 
     python -m benchmarks.blas --device gpu     # NVIDIA GPU: fsmooth's OpenCL against cuBLAS
-    python -m benchmarks.blas --device cpu     # PoCL's CPU device: against numpy
+    python -m benchmarks.blas --device cpu     # a CPU device (Intel's runtime, else PoCL's): against numpy
     python -m benchmarks.blas --quick          # smoke run: tiny sizes, any device (Oclgrind too)
 
 The kernels are ``tests/corpus/blas.py``'s (their strategies are DPIA §6.3's); the sizes are the
@@ -98,12 +98,13 @@ def _builds_kernels(context) -> bool:
 
 
 def choose_context(wanted: str):
-    """A context on a device of kind ``wanted``: 'gpu' (a real platform's GPU), 'cpu' (PoCL's
-    CPU device first, else another real platform's CPU device) or 'any' (fsmooth's own choice:
-    ``PYOPENCL_CTX`` honoured, a GPU preferred).  The device must build a trivial kernel."""
+    """A context on a device of kind ``wanted``: 'gpu' (a real platform's GPU), 'cpu' (a real
+    platform's CPU device, in fsmooth's order: Intel's CPU runtime, PoCL's, another) or 'any'
+    (fsmooth's own choice: ``PYOPENCL_CTX`` honoured, a GPU preferred).  The device must build
+    a trivial kernel."""
     import pyopencl as cl
 
-    from fsmooth.opencl_device import select_context
+    from fsmooth.opencl_device import cpu_preference, select_context
 
     if wanted == "any":
         try:
@@ -125,7 +126,7 @@ def choose_context(wanted: str):
         real = [d for d in devices if not _is_simulator(d)]
         mask = cl.device_type.GPU if wanted == "gpu" else cl.device_type.CPU
         matching = [d for d in real if d.type & mask]
-        matching.sort(key=lambda d: "portable computing language" not in d.platform.name.lower())
+        matching.sort(key=lambda d: cpu_preference(d.platform))
         candidates = [cl.Context([d]) for d in matching]
     for context in candidates:
         if _builds_kernels(context):
@@ -398,7 +399,8 @@ def main(argv=None) -> int:
                         help=f"smoke run: {QUICK['vector_sizes']} floats, gemv {QUICK['matrix_sizes']}², "
                              f"{QUICK['repeats']} repeats")
     parser.add_argument("--device", choices=("gpu", "cpu", "any"), default="any",
-                        help="gpu: a real GPU, against cuBLAS; cpu: PoCL's CPU device, against numpy; "
+                        help="gpu: a real GPU, against cuBLAS; cpu: a CPU device (Intel's runtime, else PoCL's), "
+                             "against numpy; "
                              "any (default): PYOPENCL_CTX or fsmooth's choice (a GPU first)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=f"timed calls per measurement (default {FULL['repeats']}, {QUICK['repeats']} "

@@ -11,7 +11,8 @@ work:
   - numba: an ``@njit`` function, called with the same arguments (its dispatcher checks types);
   - cffi: the compiled C function of the fsmooth kernel called the way a hand-written cffi
     binding would, with no check: ``ffi.new`` for a scalar result, ``ffi.from_buffer`` for each
-    array, the arena pointer, ``K(...)``; the floor of any cffi-based call.
+    array, the arena pointer, ``K(...)``; the floor of any cffi-based call (fsmooth's call is its
+    own C entry point, ``fsmooth.python_entry``, not a cffi call).
 
 Time: ``time.process_time`` (CPU time of this process, so that other processes on a busy
 machine do not count) per call, the minimum over the repetitions of a batch of calls.  Prints a

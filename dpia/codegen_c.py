@@ -230,17 +230,10 @@ class CKernelEmitter(KernelEmitter):
         k = self.k
         sizes = self.size_params()
         size_names = [self.size_names[s.name] for s in k.sizes]
-        checks = [f"if (!{print_condition(c.cond, C_CHECKED, self.size_name)}) return {j + 1};"
-                  for j, c in enumerate(k.constraints)]
-        # two more: a result dim or the scratch size that overflows int64, and (first, as the
-        # reference computes the quotient before it uses it) one whose divisor is zero
-        sized = dict.fromkeys(sympy.sympify(e) for e in [d for _, _, dims in self.outputs for d in dims]
-                              + [self.scratch()])
-        divisors = dict.fromkeys(d for e in [c.cond for c in k.constraints] + list(sized) for d in size_divisors(e))
-        checks = [f"if (fs_size_eq({self.cint(d, Ranges(), C_CHECKED)}, 0)) return {len(k.constraints) + 2};"
-                  for d in divisors] + checks
-        checks += [f"if ({self.cint(e, Ranges(), C_CHECKED)} == FS_SIZE_POISON) return {len(k.constraints) + 1};"
-                   for e in sized if not e.is_Integer]
+        checks = size_checks([c.cond for c in k.constraints],
+                             [d for _, _, dims in self.outputs for d in dims] + [self.scratch()],
+                             lambda e: self.cint(e, Ranges(), C_CHECKED),
+                             lambda c: print_condition(c, C_CHECKED, self.size_name))
         env = {name: (BufferVariable if isinstance(ty, ArrayT) else ScalarVariable)(self.param_names[name])
                for name, ty, _ in k.params}
         env.update({f"{k.dest}{suffix}": BufferVariable(f"out{suffix}") for suffix, _, _ in self.outputs})
@@ -270,6 +263,20 @@ class CKernelEmitter(KernelEmitter):
                                  f"return {self.symbol}_body({', '.join(self.call_args())});"])
         out.append("}")
         return "\n".join(out)
+
+
+def size_checks(constraints, sized, print_size_checked, print_condition_checked) -> list[str]:
+    """The body of ``K_check_sizes`` but its ``return 0``: 1 + j where the constraint j fails;
+    two more codes: a size of ``sized`` that overflows int64 (#constraints + 1), and (first, as
+    the reference computes the quotient before it uses it) one whose divisor is zero
+    (#constraints + 2).  The printers write a size and a condition in checked C (``C_CHECKED``)."""
+    checks = [f"if (!{print_condition_checked(c)}) return {j + 1};" for j, c in enumerate(constraints)]
+    sized = dict.fromkeys(sympy.sympify(e) for e in sized)
+    divisors = dict.fromkeys(d for e in list(constraints) + list(sized) for d in size_divisors(e))
+    checks = [f"if (fs_size_eq({print_size_checked(d)}, 0)) return {len(constraints) + 2};"
+              for d in divisors] + checks
+    return checks + [f"if ({print_size_checked(e)} == FS_SIZE_POISON) return {len(constraints) + 1};"
+                     for e in sized if not e.is_Integer]
 
 
 def size_divisors(e) -> list:

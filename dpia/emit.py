@@ -520,7 +520,7 @@ class KernelEmitter:
         return KernelInterface(k.name, self.symbol, tuple((n, t) for n, t, _ in k.params), k.result, self.sources,
                                constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
-                               tuple(dict.fromkeys(self.range_checks)), k.threads)
+                               tuple(dict.fromkeys(self.range_checks)), k.threads, k.kept_length)
 
 
 def _dims(dims) -> tuple:

@@ -16,7 +16,7 @@ import sympy
 
 from fsmooth.dps import ir as d
 from fsmooth.core import Lit, Var
-from fsmooth.types import ArrayT, Card, TupleT, element_scalar, path_suffix
+from fsmooth.types import ArrayT, Bool, Card, TupleT, element_scalar, path_suffix
 
 from . import phrases as p
 from .inline_scalar_lets import nonzero_literal
@@ -48,6 +48,11 @@ def _data(ty, dims) -> p.Data:
     if isinstance(ty, TupleT):
         return p.Rec(tuple(_data(t, d) for t, d in zip(ty.items, dims)))
     return p.array_data(element_scalar(ty), dims) if isinstance(ty, ArrayT) else p.Num(ty)
+
+
+def _scalars(ty) -> p.Data:
+    """The data of a scalar or a tuple of scalars (an iscan's state)."""
+    return p.Rec(tuple(_scalars(t) for t in ty.items)) if isinstance(ty, TupleT) else p.Num(ty)
 
 
 class _Env:
@@ -127,6 +132,10 @@ def declare(locals_: list, body: p.Phrase) -> p.Phrase:
 def _storage(t: d.Term) -> d.Ref:
     """The ref an array-valued term writes its result to."""
     match t:
+        case d.Ifold(trace=d.Ref() as trace):  # an iscan: its states
+            return trace
+        case d.Filter(dest=dest):
+            return dest
         case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest):
             return dest
         case d.If(_, then):
@@ -163,8 +172,16 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             size = sympy.sympify(size)
             inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(size))))
             return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy, t.parallel)
+        case d.Ifold(_, state, index, body, init, count, ty, buffers, _, d.Ref()):
+            return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data)
         case d.Ifold(_, state, index, body, init, count, _, buffers):
             return _ifold(state, index, body, init, count, buffers, data, env)
+        case d.Filter(_, length, x, body, arr):
+            array = _atom(arr, env)
+            arr_data = p.data_of(array)
+            index = f"{length}_at"  # the length's name is unique in the kernel, so is this
+            element = p.Idx(array, p.Ident(index, p.ExpT(p.IdxT(arr_data.size))), arr_data.elem, arr_data.size)
+            return p.Filter(array, index, _phrase(body, p.Num(Bool), env.bind(x, element)), length, data)
         case d.Copy(_, src, count, elem):
             return _retype(_atom(src, env), p.Arr(sympy.sympify(count), p.Num(elem)))
         case d.Call(fn, _, args, _, scratch_offset, check_sizes):
@@ -195,10 +212,15 @@ def _let(name: str, rhs: d.Term, body: d.Term, inline: bool, rhs_data: p.Data, d
         return _phrase(body, data, env.bind(name, _phrase(rhs, rhs_data, env)))
     into = _ref(_storage(rhs), rhs_data, env)
     value = _phrase(rhs, rhs_data, env)
+    if isinstance(rhs, d.Filter):  # its count: a C variable that the body reads
+        count = p.Num(Card)
+        inner = env.bind(name, as_exp(into)).bind(rhs.length, p.Ident(rhs.length, p.ExpT(count)))
+        return declare([(rhs.length, count)], p.Bind(name, value, into, _phrase(body, data, inner), rhs_data))
     return p.Bind(name, value, into, _phrase(body, data, env.bind(name, as_exp(into))), rhs_data)
 
 
-def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) -> p.Phrase:
+def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, scan: p.Data | None = None) -> p.Phrase:
+    """The fold of state ``data``; ``scan``: the data of its states' arrays, for an iscan."""
     if isinstance(count, (Var, Lit)):
         count_phrase = _atom(count, env)
         # an Index count may be an inlined expression of data (``k - 1``): the index type names it
@@ -210,7 +232,8 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) ->
     inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(bound))))
     inner = inner.bind(state, p.Ident(state, p.ExpT(data)))
     if buffers is None:
-        return p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)
+        fold = p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)
+        return fold if scan is None else p.Scan(fold, scan)
     if isinstance(data, p.Rec):
         # per component: an array's two regions, or a scalar's two C variables
         locals_: list = []
@@ -229,8 +252,8 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env) ->
         locals_ = []
         b0, b1 = (_retype(env.regions[b], data) for b in buffers)
     inner = inner.state_dest(state, p.Ident(write_buffer(state), p.AccT(data)))
-    return declare(locals_, p.Ifold(count_phrase, state, index, _phrase(body, data, inner),
-                                    _phrase(init, data, env), data, (b0, b1)))
+    fold = p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data, (b0, b1))
+    return declare(locals_, fold if scan is None else p.Scan(fold, scan))
 
 
 def write_buffer(state: str) -> str:

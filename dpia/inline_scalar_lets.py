@@ -159,11 +159,18 @@ class EventLog:
                 self._record(body, depth + 1)
             case d.Ifold(dest, _, _, body, init, count):
                 self._ref(dest)
+                if t.trace is not None:  # an iscan's states
+                    self._ref(t.trace)
                 if isinstance(count, (Var, Lit)):
                     self._atom(count, depth)
                 else:
                     self._size(count)
                 self._record(init, depth)
+                self._write()
+                self._record(body, depth + 1)
+            case d.Filter(dest, _, _, body, arr):
+                self._ref(dest)
+                self._atom(arr, depth)
                 self._write()
                 self._record(body, depth + 1)
             case d.Copy(dest, src, count):

@@ -16,6 +16,9 @@ Functional phrases (exp[δ]):
   | Idx(E, i) (E[i]; ``checked``: i is tested against the length at run time)
   | Shift(V, k) (the data starting k scalars into V: DPS ``Offset``; an exp or an acc)
   | Build(n, λ i. E) (mapI: element i is E) | Ifold(n, λ s i. E, init) | Cond(c, E1, E2)
+  | Scan(Ifold(...)) (scanSeq: the array of the fold's successive states, an ``iscan``)
+  | Filter(E, λ i. P, ℓ) (filterSeq: the elements E[i], in order, for which P holds; ℓ, a
+    variable declared around it, counts them)
   | Let(x, E1, E2) (scalar let) | Bind(x, E1, A, E2) (E1 written through A, then read as x)
   | Record(E1, ..., Ek) (a record of expressions, or of acceptors: pairAcc) | Proj(E, k) (the
     component k of a record expression, or the acceptor of component k of a record acceptor:
@@ -246,6 +249,27 @@ class Ifold(Phrase):
     init: Phrase
     data: Data
     buffers: tuple | None = None  # (b0, b1): Ident phrases of two regions, for array states
+
+
+@dataclass(frozen=True)
+class Scan(Phrase):
+    """The successive states of ``fold`` (an ``Ifold`` of a scalar or record-of-scalars state,
+    under the ``new``s of its record's C variables): ``data`` is n.δ, or a record of them."""
+
+    fold: Phrase
+    data: Data
+
+
+@dataclass(frozen=True)
+class Filter(Phrase):
+    """The elements ``arr[index]`` for which ``pred`` (which reads them) holds, written in order;
+    the scalar variable ``length`` (num, declared around the filter) counts them."""
+
+    arr: Phrase  # exp[n.δ]
+    index: str
+    pred: Phrase  # exp[bool]
+    length: str
+    data: Data  # of the array written: the capacity's
 
 
 @dataclass(frozen=True)
@@ -496,6 +520,10 @@ def show(p: Phrase, indent: int = 0) -> str:
         case Ifold(count, state, index, body, init):
             return (f"ifold (λ {state} {index}.{nl}{show(body, indent + 1)}) "
                     f"{_atomic(init, indent)} {_atomic(count, indent)}")
+        case Scan(fold):
+            return f"scan ({show(fold, indent)})"
+        case Filter(arr, index, pred, length):
+            return f"{length} ▷ filter (λ {index}.{nl}{show(pred, indent + 1)}) {_atomic(arr, indent)}"
         case Cond(c, a, b):
             return (f"if {show(c, indent)} then{nl}{show(a, indent + 1)}\n{pad}"
                     f"else{nl}{show(b, indent + 1)}")
@@ -572,7 +600,8 @@ def data_of(p: Phrase) -> Data:
             return data
         case AsVector(data=data) | AsScalar(data=data) | Broadcast(data=data) | AllLanes(data=data):
             return data
-        case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data):
+        case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data) \
+                | Scan(data=data) | Filter(data=data):
             return data
         case Idx(elem=elem):
             return elem
@@ -603,6 +632,7 @@ class ImperativeKernel:
     functional: Phrase  # exp[δ]: the body before the translation
     body: Phrase  # comm: A(functional)(dest)
     threads: str | None = None  # the DPS kernel's thread-count parameter (dps.parallel)
+    kept_length: bool = False  # the DPS kernel's: its F̃ result is a filter
 
 
 @dataclass(frozen=True)
@@ -633,7 +663,7 @@ def verify(program: ImperativeProgram) -> None:
     for k in program.kernels.values():
         scope = (frozenset(k.param_phrases) | {k.dest} | {s.name for s in k.sizes}
                  | {f"{k.dest}{''.join(f'_{i}' for i in path)}" for path, _ in record_leaves(k.result_data)})
-        if isinstance(k.body, (Ident, Literal, NatExp, ScalarOp, Idx, Shift, Build, Ifold, Cond, Let, Bind,
+        if isinstance(k.body, (Ident, Literal, NatExp, ScalarOp, Idx, Shift, Build, Ifold, Scan, Filter, Cond, Let, Bind,
                                CallExp, Record, Proj)):
             raise IRError(f"kernel {k.name}: the body is an expression, not a command: {show(k.body)}")
         for phrase in (k.functional, k.body):
@@ -645,7 +675,7 @@ def _bound(ph: Phrase) -> set:
     match ph:
         case Let(name) | Bind(name) | New(name) | Alloc(name):
             return {name}
-        case Build(index=index) | For(index=index):
+        case Build(index=index) | For(index=index) | Filter(index=index):
             return {index}
         case Ifold(state=state, index=index):
             return {state, index, f"{state}_next"}  # the buffer an iteration writes (from_dps.write_buffer)

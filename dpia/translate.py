@@ -15,10 +15,11 @@ from typing import Callable
 import sympy
 
 from fsmooth.dps import ir as dps
+from fsmooth.types import Card
 from fsmooth.names import NameSupply
 
 from . import phrases as p
-from .from_dps import functional_body, result_acceptor, write_buffer
+from .from_dps import as_exp, functional_body, result_acceptor, write_buffer
 
 Cont = Callable[[p.Phrase], p.Phrase]
 
@@ -35,7 +36,7 @@ def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKe
     body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
                               tuple(k.result_dims), tuple(k.sizes), tuple(k.constraints),
-                              sympy.sympify(k.scratch), functional, body, k.threads)
+                              sympy.sympify(k.scratch), functional, body, k.threads, k.kept_length)
 
 
 class Translation:
@@ -139,26 +140,64 @@ def _con_ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
     return _ifold(t, e, k)
 
 
-def _ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
+def _ifold(t: Translation, e: p.Ifold, k: Cont, each=None) -> p.Phrase:
     """reduceI (§4.2): the state is a ``new`` accumulator that each iteration reads and rewrites;
-    an array state is double-buffered instead, so no iteration reads the buffer it writes."""
+    an array state is double-buffered instead, so no iteration reads the buffer it writes.
+    ``each(state, i)``: a command after each iteration's step, which reads the new state."""
     state_exp = p.Ident(e.state, p.ExpT(e.data))
+
+    def step(acc: p.Phrase) -> p.Phrase:
+        body = t.acc(e.body, acc)
+        return body if each is None else p.seq(body, each(as_exp(acc), e.index))
 
     def loop(count: p.Phrase) -> p.Phrase:
         if e.buffers is None:
             acc = p.Ident(e.state, p.AccT(e.data))
             return p.New(e.state, e.data, p.seq(
                 t.acc(e.init, acc),
-                p.For(count, e.index, t.acc(e.body, acc)),
+                p.For(count, e.index, step(acc)),
                 k(state_exp)))
         first, second = e.buffers
         out = write_buffer(e.state)
         return p.seq(
             t.acc(e.init, first),
             p.DoubleBuffer(count, first, second, e.index, e.state, out, e.data,
-                           t.acc(e.body, p.Ident(out, p.AccT(e.data))), k(state_exp)))
+                           step(p.Ident(out, p.AccT(e.data))), k(state_exp)))
 
     return t.con(e.count, loop)
+
+
+def _acc_scan(t: Translation, e: p.Scan, a: p.Phrase) -> p.Phrase:
+    """scanSeq: the fold's loop (``_ifold``), each iteration then writing the new state to
+    element i of A (per component of a record state)."""
+    fold = e.fold
+
+    def trace(state: p.Phrase, index: str) -> p.Phrase:
+        writes = []
+        for path, leaf in p.record_leaves(fold.data):
+            arr = p.proj_path(a, path)
+            size = p.data_of(arr).size
+            element = p.Idx(arr, p.Ident(index, p.ExpT(p.IdxT(size))), leaf, size)
+            writes.append(p.Assign(element, p.proj_path(state, path)))
+        return p.seq(*writes)
+    return _ifold(t, fold, lambda state: p.Skip(), trace)
+
+
+def _acc_filter(t: Translation, e: p.Filter, a: p.Phrase) -> p.Phrase:
+    """filterSeq: ℓ := 0; for n (λ i. A[ℓ] := E[i]; ℓ := ℓ + int(P)).  Every element is written at
+    the next place, which the next kept one overwrites unless it is kept itself: no branch for the
+    processor to mispredict, and the place is in the capacity (ℓ ≤ i < n)."""
+    arr = p.data_of(e.arr)
+    count = p.Num(Card)
+    kept = p.Ident(e.length, p.ExpT(count))
+    element = p.Idx(e.arr, p.Ident(e.index, p.ExpT(p.IdxT(arr.size))), arr.elem, arr.size)
+
+    def step(c: p.Phrase) -> p.Phrase:
+        more = p.ScalarOp("add", (kept, p.ScalarOp("to_Index", (c,), count)), count)
+        return p.seq(p.Assign(p.Idx(a, kept, arr.elem, p.data_of(a).size), element),
+                     p.Assign(p.Ident(e.length, p.AccT(count)), more))
+    return p.seq(p.Assign(p.Ident(e.length, p.AccT(count)), p.Literal(0, count)),
+                 p.For(p.NatExp(arr.size, count), e.index, t.con(e.pred, step)))
 
 
 def _acc_record(t: Translation, e: p.Record, a: p.Phrase) -> p.Phrase:
@@ -233,6 +272,8 @@ TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
     p.Bind: (_acc_bind, _con_bind),
     p.Alloc: (_acc_alloc, _con_alloc),
     p.CallExp: (_acc_call, _con_call),
+    p.Scan: (_acc_scan, lambda t, e, k: t.storage_needed(e)),
+    p.Filter: (_acc_filter, lambda t, e, k: t.storage_needed(e)),
     p.Record: (_acc_record, _con_record),
     p.Proj: (_acc_proj, _con_proj),
 }

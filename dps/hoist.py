@@ -36,7 +36,7 @@ def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) 
     """``t`` with every alloc whose size is over ``sizes`` (the kernel's size symbols) out of
     the loops around it; ``threads``: the kernel's thread count, where it has parallel builds."""
     t = ir.map_children(lambda u: hoist_allocs(u, sizes, threads), t)
-    if not isinstance(t, (ir.Build, ir.Ifold)):
+    if not isinstance(t, (ir.Build, ir.Ifold, ir.Filter)):  # a filter's predicate runs per element
         return t
     parallel = isinstance(t, ir.Build) and t.parallel
     body, lifted = _float(t.body, sizes, ifold_buffers(t.body) if parallel else frozenset())

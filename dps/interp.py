@@ -207,6 +207,19 @@ class _Frame:
                 if parallel:
                     self.arena.concurrent.pop()
                 return out
+            case ir.Filter(dest, length, x, body, arr, ty):
+                out, a, elem = self.ref(dest, element_scalar(ty)), self.atom(arr), element_scalar(ty)
+                kept = 0
+                for k in range(a.dims[0]):
+                    self.arena.work["filter trip"] += 1
+                    self.env[x] = self.arena.load(a.ptr.plus(k * BYTES[elem]), elem)
+                    if self.run(body):
+                        self.arena.store(out.plus(kept * BYTES[elem]), elem, self.env[x])
+                        kept += 1
+                self.env[length] = self.sizes[length] = kept
+                return out
+            case ir.Ifold(trace=ir.Ref()):
+                return self.scan(t)
             case ir.Ifold(ty=TupleT()):
                 return self.tuple_ifold(t)
             case ir.Ifold():
@@ -274,6 +287,37 @@ class _Frame:
             state = at(self.run(t.body), pair[(k + 1) % 2])
         return self.write(state, t.ty, self.ref(t.dest, None))
 
+    def scan(self, t: ir.Ifold):
+        """An iscan: a scalar (or tuple of scalars) state, each new one stored at element k of
+        the trace (per component); its value is the trace's arrays (a pointer for one array)."""
+        n = self.num(t.count)
+
+        def outputs(ref, ty):
+            if isinstance(ty, TupleT):
+                return tuple(outputs(r, x) for r, x in zip(ref.items, ty.items))
+            return self.ref(ref, ty), ty
+
+        def store(state, out, k):
+            if isinstance(state, tuple):
+                for s_, o in zip(state, out):
+                    store(s_, o, k)
+            else:
+                self.arena.store(out[0].plus(k * BYTES[out[1]]), out[1], state)
+
+        def arrays(out):
+            if isinstance(out[0], tuple):
+                return tuple(arrays(o) for o in out)
+            return ArrayVal(out[0], out[1], (n,))
+
+        out = outputs(t.trace, t.ty)
+        state = self.run(t.init)
+        for k in range(n):
+            self.arena.work["ifold trip"] += 1
+            self.env[t.state], self.env[t.index], self.sizes[t.index] = state, k, k
+            state = self.run(t.body)
+            store(state, out, k)
+        return arrays(out) if isinstance(t.ty, TupleT) else out[0]
+
     def array(self, rhs: ir.Term, value, dims) -> ArrayVal:
         if isinstance(value, ArrayVal):
             return value
@@ -334,6 +378,8 @@ def _elem_of(t: ir.Term) -> Scalar:
             return element_scalar(ty)
         case ir.Copy(elem=elem):
             return elem
+        case ir.Filter(ty=ty):
+            return element_scalar(ty)
     raise AssertionError(t)
 
 
@@ -378,6 +424,8 @@ def run_kernel(program: ir.Program, name: str, args: list, threads: int = 2) -> 
         result = assemble(k.result, iter(
             out.mem.view(NUMPY_DTYPE[element_scalar(ty)]).reshape(dims).copy() if out is not None else next(leaves)
             for ty, dims, out in outputs))
+        if k.kept_length:  # a filter: its kept elements, as a call from Python gives them
+            result = result[0][:result[1]]
         return Run(result, arena.high_water, scratch, arena.work)
     ((ty, dims, out),) = outputs
     result = frame.enter(values, out)

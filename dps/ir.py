@@ -41,7 +41,15 @@ Terms:
       name ``state``) and its body writes into buffers[(k + 1) % 2] -- the body's destination
       refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
       after the loop the current buffer is copied to dest (a single copy, none per iteration).
+      ``trace`` (an ``iscan``): each iteration's new state is also written at element ``index``
+      of trace (an array ref; for a tuple state an RTuple of one per component); the state is
+      a scalar or a tuple of scalars and dest is • (the term's value is what trace holds).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
+  Filter(dest, length, elem, body, arr, ty)
+      filter r (λ x. body) arr: the elements x of arr (scalars) for which the Bool term body holds,
+      written in order from dest on (which has arr's length: the capacity); the scalar variable
+      ``length``, the count of kept elements, is in scope in the body of the Let that binds it
+      (whose dims are that variable's symbol).
   TupleOf(items, ty, dest, written) a tuple of atoms; in result position each component is written
                                    to its own destination (an array component is copied), but
                                    those in ``written`` (written there by their let already)
@@ -221,6 +229,7 @@ class Ifold(Term):
     ty: Type
     buffers: tuple | None = None  # (b0, b1) for an array state; per component for a tuple state
     dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
+    trace: Ref | None = None  # an iscan's states are written here, one element per iteration
 
 
 @dataclass(frozen=True)
@@ -229,6 +238,16 @@ class Copy(Term):
     src: Atom
     count: sympy.Expr
     elem: Scalar
+
+
+@dataclass(frozen=True)
+class Filter(Term):
+    dest: Ref
+    length: str  # the variable the count of kept elements is bound to
+    elem: str  # the predicate's parameter
+    body: Term  # Bool: the predicate
+    arr: Atom
+    ty: Type  # the array type
 
 
 @dataclass(frozen=True)
@@ -270,6 +289,9 @@ class Kernel:
     scratch: sympy.Expr = sympy.Integer(0)
     # The thread-count parameter (the last, a Card) of a kernel of a parallel program (dps.parallel)
     threads: str | None = None
+    # The F̃ result is a filter: ``result`` is (the array, its kept length), the array written from
+    # the start of a destination of the capacity (fsmooth.artifact.KernelInterface.kept_length)
+    kept_length: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,8 +342,10 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
     for child in children(t):
         inner_vars, inner_regions, inner_states = variables, regions, states
         match t:
-            case Let(name, _, body) if child is body:
-                inner_vars = variables | {name}
+            case Let(name, rhs, body) if child is body:
+                inner_vars = variables | {name} | ({rhs.length} if isinstance(rhs, Filter) else set())
+            case Filter(elem=elem):
+                inner_vars = variables | {elem}
             case Alloc(region):
                 inner_regions = regions | {region}
             case Build(index=index, parallel=parallel):

@@ -124,15 +124,15 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             body2, _ = _layout(body, base + THREAD * frame, scope)
             # the last thread's slice needs no padding after it
             return replace(t, body=body2), base + scope.other_threads * frame + peak
-        case ir.Build(_, _, _, body):
+        case ir.Build(_, _, _, body) | ir.Filter(body=body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak
-        case ir.Ifold(dest, s, i, body, init, n, ty, buffers, dims):
+        case ir.Ifold(state=s, body=body, init=init, dims=dims):
             if dims:
                 scope.dims[s] = dims
             body2, p1 = _layout(body, top, scope)
             init2, p2 = _layout(init, top, scope)
-            return ir.Ifold(dest, s, i, body2, init2, n, ty, buffers, dims), _max(p1, p2)
+            return replace(t, body=body2, init=init2), _max(p1, p2)
     return t, top
 
 

@@ -79,6 +79,8 @@ def mark_parallel(t: ir.Term) -> ir.Term:
             return replace(t, parallel=True)
         case ir.Ifold(init=init):
             return replace(t, init=mark_parallel(init))
+        case ir.Filter():  # its predicate runs in a sequential loop, as an ifold's body
+            return t
     return ir.map_children(mark_parallel, t)
 
 
@@ -91,6 +93,8 @@ def _threads_name(k: ir.Kernel) -> str:
                 taken.add(name)
             case ir.Ifold(state=state, index=index):
                 taken |= {state, index}
+            case ir.Filter(length=length, elem=elem):
+                taken |= {length, elem}
     return NameSupply(taken).fresh("nthreads")
 
 
@@ -104,6 +108,8 @@ def _called_in_loops(t: ir.Term, inside: bool) -> set[str]:
             inside = True
         case ir.Ifold(body=body, init=init):
             return _called_in_loops(body, True) | _called_in_loops(init, inside)
+        case ir.Filter(body=body):
+            return _called_in_loops(body, True)
     return set().union(*(_called_in_loops(c, inside) for c in ir.children(t)))
 
 
@@ -117,6 +123,8 @@ def _pass_threads(t: ir.Term, threads: Var, inside: bool) -> ir.Term:
             inside = True
         case ir.Ifold(body=body, init=init):
             return replace(t, body=_pass_threads(body, threads, True), init=_pass_threads(init, threads, inside))
+        case ir.Filter(body=body):
+            return replace(t, body=_pass_threads(body, threads, True))
     return ir.map_children(lambda u: _pass_threads(u, threads, inside), t)
 
 

@@ -72,13 +72,18 @@ class _Printer:
             case ir.Build(dest, n, i, body, _, parallel):
                 word = "build∥" if parallel else "build"
                 return f"{word} {ref(dest)} {card(n)} (λ {i}.\n{pad}  {self.term(body, indent + 1)})"
-            case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims):
+            case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims, trace):
                 if dims:
                     self.dims[s] = dims
                 bufs = f" [{' '.join(ir.buffer_names(buffers))}]" if buffers else ""
                 count = atom(n) if isinstance(n, (Var, Lit)) else card(n)
-                return (f"ifold {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
+                # an iscan writes its states to its trace: ``iscan r (λ s i. e) z n``
+                word, dest = ("iscan", trace) if trace is not None else ("ifold", dest)
+                return (f"{word} {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
                         f"{pad}  ({self.term(init, indent + 1)}) {count}")
+            case ir.Filter(dest, length, x, body, arr):
+                return (f"let {length} = filter {ref(dest)} (λ {x}.\n{pad}  {self.term(body, indent + 1)})\n"
+                        f"{pad}  {atom(arr)}")
             case ir.Copy(dest, src):
                 return f"copy {ref(dest)} {atom(src)}"
             case ir.Call(fn, dest, args):

@@ -19,7 +19,9 @@ def map_refs(t: ir.Term, f) -> ir.Term:
 def map_own_refs(t: ir.Term, f) -> ir.Term:
     """``t`` with ``f`` applied to its own destination refs, not to those of its sub-terms."""
     match t:
-        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
+        case ir.Ifold(trace=ir.Ref() as trace):  # an iscan: its states' destination too
+            return replace(t, dest=_map_ref(t.dest, f), trace=_map_ref(trace, f))
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf() | ir.Filter():
             return replace(t, dest=_map_ref(t.dest, f))
     return t
 
@@ -113,6 +115,8 @@ def _own_names(u: ir.Term) -> set[str]:
                 atom(a)
         case ir.Proj(tup):
             atom(tup)
+        case ir.Filter(arr=arr):
+            atom(arr)
         case ir.CardOf(value):
             size(value)
         case ir.If(c):
@@ -147,7 +151,9 @@ def _own_regions(u: ir.Term) -> set[str]:
 def _own_refs(u: ir.Term) -> list[ir.Ref]:
     """The destination refs of ``u`` itself (a tuple's flattened), those ``map_refs`` maps."""
     match u:
-        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf():
+        case ir.Ifold(trace=ir.Ref() as trace):
+            return _flat_refs(u.dest) + _flat_refs(trace)
+        case ir.Build() | ir.Ifold() | ir.Copy() | ir.Call() | ir.TupleOf() | ir.Filter():
             return _flat_refs(u.dest)
     return []
 

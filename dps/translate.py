@@ -9,6 +9,11 @@
 - D-If: both branches write the same destination.
 - ``build`` writes element ``i`` at ``r + i * (elements of one element)``; ``ifold`` with an
   array state double-buffers it (two regions, one final copy).
+- ``iscan`` is the ifold of its scalar (or tuple of scalars) state with ``r`` as its trace: each
+  state is written at ``r + i``.
+- ``let w = filter p v`` writes the kept elements into a region of v's length (the capacity) and
+  binds their count to a variable, ``w``'s length (``length w`` reads it, ``w[i]`` is checked
+  against it); a kernel whose result is a filter returns the pair (kept elements, count).
 
 Along the way every read ``a[i]`` is classified (``dps.bounds``): an affine read executed
 unconditionally yields size constraints over the kernel's sizes; any other read is checked
@@ -23,7 +28,8 @@ from fsmooth import core
 from fsmooth.names import NameSupply, destination_name
 from fsmooth.types import ArrayT, Card, Index, TupleT, element_scalar
 from fsmooth.shape import sizes as shape_sizes
-from fsmooth.shape.ir import CIRC, ShapeProgram, dims_of
+from fsmooth.shape.ir import CIRC, ShapeProgram, TupleShape, dims_of
+from fsmooth.shape.filters import returns_filter
 from fsmooth.shape.translate import kernel_functions, shape_of, shp
 
 from . import ir
@@ -61,6 +67,8 @@ class _KernelTranslator:
         self.bounds = Bounds(self.params)
         self.names = NameSupply(numbered=True, separator="")  # r1, view_2, r3, ...
         self.in_place: set = set()  # arrays written straight into their component of a tuple result
+        self.kept: dict = {}  # filtered array -> the variable of its kept length
+        self.capacities: dict = {}  # filtered array -> the dims of its region (what it filters')
 
     def region(self) -> str:
         return self.names.fresh("r")
@@ -117,6 +125,13 @@ class _KernelTranslator:
     # -- D⟦e⟧r
     def term(self, e: core.Expr, r: ir.Ref) -> ir.Term:
         match e:
+            case core.Var(name, ty) if name in self.kept and isinstance(r, ir.RTuple):
+                # the kernel's result (shape.filters): the kept elements, then their count
+                written = frozenset({0}) if name in self.in_place else frozenset()  # filtered into out_0
+                return ir.TupleOf((e, core.Var(self.kept[name], Card)), TupleT((ty, Card)), r, written)
+            case core.Filter() if isinstance(r, ir.RTuple):  # the kernel's result
+                name = self.names.fresh("kept")
+                return self.filter_let(name, e, core.Var(name, e.ty), r)
             case core.Var(name, ty) if isinstance(ty, ArrayT):
                 dims = self.dims[name]
                 return ir.Copy(r, e, count(dims), element_scalar(ty))  # D-VarVector
@@ -147,10 +162,14 @@ class _KernelTranslator:
                     if v is not CIRC:
                         return ir.CardOf(v)
                 return ir.Prim(op, args, ty, e.loc)
+            case core.Length(arr) if arr.name in self.kept:
+                return ir.Atom_(core.Var(self.kept[arr.name], Card))
             case core.Length(arr):
                 return ir.CardOf(self.dims[arr.name][0])
             case core.Get(arr, idx, ty):
-                checked = self.bounds.read(arr.name, self.dims[arr.name][0], self.index_value(idx))
+                # a filtered array's length is a variable: its reads are checked where they happen
+                checked = arr.name in self.kept or \
+                    self.bounds.read(arr.name, self.dims[arr.name][0], self.index_value(idx))
                 get = ir.Get(arr, idx, ty, checked, e.loc)
                 if isinstance(ty, ArrayT):
                     view = self.fresh_view()
@@ -186,6 +205,8 @@ class _KernelTranslator:
                 with self.bounds.loop(loop_symbol(i), n):
                     body_term = self.term(body, dest)
                 return ir.Build(r, n, i, body_term, ty, strategy=e.strategy)
+            case core.Iscan(core.Lam(((s, _), (i, _))), init, n, ty):
+                return self.iscan(e, s, i, init, n, ty, r)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, TupleT() as ty):
                 return self.tuple_ifold(e, s, i, init, n, ty, r)
             case core.Ifold(core.Lam(((s, _), (i, _))), init, n, ty):
@@ -207,6 +228,8 @@ class _KernelTranslator:
         return ir.Call(fn, r, tuple(args), ty, check_sizes=check)  # D-App
 
     def let(self, name, rhs, body, r: ir.Ref) -> ir.Term:
+        if isinstance(rhs, core.Filter) and not (isinstance(body, core.Var) and body.name == name):
+            return self.filter_let(name, rhs, body, r)
         ty = rhs.ty
         shape_value = self.shape(rhs)
         if isinstance(ty, (ArrayT, TupleT)) and isinstance(body, core.Var) and body.name == name \
@@ -327,12 +350,66 @@ class _KernelTranslator:
         elem = element_scalar(ty)
         return ir.Alloc(b0, elem, count(dims), ir.Alloc(b1, elem, count(dims), loop, dims=dims), dims=dims)
 
+    def filter_let(self, name: str, f: core.Filter, body: core.Expr, r: ir.Ref) -> ir.Term:
+        """``let name = filter p v in body``: the kept elements written into a region of v's
+        length (the capacity; for the kernel's result, its destination), their count bound to a
+        variable that ``length name`` reads."""
+        (x, _), = f.pred.params
+        capacity = self.capacities.get(f.arr.name, self.dims[f.arr.name])
+        length = self.names.fresh(f"{name}_length")
+        self.shapes[shp(x)] = CIRC
+        with self.bounds.branch():  # the predicate runs per element, maybe never: its reads are checked
+            test = self.term(f.pred.body, ir.Bullet())
+        result = isinstance(r, ir.RTuple) and isinstance(body, core.Var) and body.name == name
+        region = r.items[0] if result else ir.RVar(self.region())
+        if result:
+            self.in_place.add(name)
+        self.kept[name], self.capacities[name] = length, capacity
+        self.dims[name] = (loop_symbol(length),)
+        self.shapes[shp(name)] = self.shape(f)
+        let = ir.Let(name, ir.Filter(region, length, x, test, f.arr, f.ty), self.term(body, r), f.ty,
+                     self.dims[name])
+        if result:
+            return let
+        return ir.Alloc(region.name, element_scalar(f.ty), count(capacity), let, dims=capacity)
+
+    def iscan(self, e, s, i, init, n, ty, r: ir.Ref) -> ir.Term:
+        """An iscan: the ifold of its scalar (or tuple of scalars) state, which writes each new
+        state to element i of its destination (``trace``); its size is static, as a build's."""
+        size = self.shape(n)
+        assert size is not CIRC, "the shape stage rejects iscans of data-dependent size"
+        self.bounds.nonnegative(size)
+        state_ty = init.ty
+        self.shapes[shp(i)] = CIRC
+        self.values[i] = loop_symbol(i)
+
+        def unknown(t):  # a state that the steps change is known only at run time, a Card's too
+            return TupleShape(tuple(unknown(x) for x in t.items)) if isinstance(t, TupleT) else CIRC
+
+        self.shapes[shp(s)] = unknown(state_ty)
+
+        def scalars(t):  # a tuple state's components are all scalars: kept by the back end
+            return tuple(scalars(x) for x in t.items) if isinstance(t, TupleT) else None
+
+        def bullets(t):
+            return ir.RTuple(tuple(bullets(x) for x in t.items)) if isinstance(t, TupleT) else ir.Bullet()
+
+        init_term = self.term(init, bullets(state_ty))
+        with self.bounds.loop(loop_symbol(i), size):
+            body = self.term(e.fn.body, bullets(state_ty))
+        buffers = scalars(state_ty) if isinstance(state_ty, TupleT) else None
+        return ir.Ifold(bullets(state_ty), s, i, body, init_term, size, state_ty, buffers, trace=r)
+
     def kernel(self) -> ir.Kernel:
         k = self.k
         dest = destination_name(n for n, _ in k.params)
-        body = self.term(k.body, result_dest(k.result, dest))
-        return ir.Kernel(k.name, dest, self.params, k.result, self.result_dims, body, self.sizes,
-                         self.bounds.constraints())
+        result, result_dims = k.result, self.result_dims
+        if returns_filter(k.body):
+            # the kept elements in a destination of the capacity, then their count (C: out_0, out_1)
+            result, result_dims = TupleT((k.result, Card)), (result_dims, ())
+        body = self.term(k.body, result_dest(result, dest))
+        return ir.Kernel(k.name, dest, self.params, result, result_dims, body, self.sizes,
+                         self.bounds.constraints(), kept_length=result is not k.result)
 
 
 def _in_place_component(name: str, body: core.Expr) -> int | None:

@@ -7,7 +7,7 @@ import pathlib as _pathlib
 _SOURCE_ROOT = _pathlib.Path(__file__).resolve().parent.parent
 if not (_pathlib.Path(__file__).resolve().parent / "dps").is_dir() and (_SOURCE_ROOT / "dps" / "ir.py").is_file():
     __path__.append(str(_SOURCE_ROOT))
-from .builtins import abs, build, cos, exp, floor, ifold, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
+from .builtins import abs, build, cos, exp, filter, floor, ifold, iscan, length, log, max, min, pow, sin, sqrt, tan  # noqa: A004
 from .builtins import (acos, asin, atan, atan2, ceil, copysign, cosh, erf, erfc, expm1, hypot, isfinite, isinf,
                        isnan, lgamma, log1p, log2, log10, sinh, tanh, trunc)
 from .errors import CompileError
@@ -23,7 +23,7 @@ __all__ = [
     "Array", "Bool", "Card", "CompileError", "Double", "Float", "Foreign", "Index", "Kernel", "abs", "build",
     "foreign",
     "cos", "exp", "floor", "ifold", "kernel", "length", "log", "max", "min", "pow", "sin", "sqrt",
-    "tan", "build_global", "build_workgroup", "build_local", "build_seq", "to_global", "to_local",
+    "tan", "iscan", "filter", "build_global", "build_workgroup", "build_local", "build_seq", "to_global", "to_local",
     "to_private", "vectorize",
     # the math library (IEEE semantics: fsmooth.builtins)
     "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2", "ceil", "trunc", "hypot", "log1p", "expm1",

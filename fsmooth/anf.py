@@ -21,7 +21,8 @@ import contextlib
 from dataclasses import dataclass
 
 from . import core
-from .core import App, Build, Call, Expr, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
+from .core import (App, Build, Call, Expr, Filter, ForeignCall, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp,
+                   Proj, Tuple, Var)
 from .errors import CompileError
 from .names import NameSupply, destination_name
 from .types import FunT, TupleT, leaves, path_suffix
@@ -85,9 +86,11 @@ class _Inliner:
                 return self.apply(self.function(fn, env), args, env, e.loc)
             case Build(size, fn, ty):
                 return Build(self.expr(size, env), self.lam(self.function(fn, env)), ty, e.loc, e.strategy)
-            case Ifold(fn, init, count, ty):
+            case Ifold(fn, init, count, ty) | Iscan(fn, init, count, ty):
                 lam = self.lam(self.function(fn, env))
-                return Ifold(lam, self.expr(init, env), self.expr(count, env), ty, e.loc)
+                return type(e)(lam, self.expr(init, env), self.expr(count, env), ty, e.loc)
+            case Filter(pred, arr, ty):
+                return Filter(self.lam(self.function(pred, env)), self.expr(arr, env), ty, e.loc)
             case Length(arr, ty):
                 return Length(self.expr(arr, env), ty, e.loc)
             case Get(arr, idx, ty):
@@ -231,9 +234,12 @@ class _Anf:
             case Build(size, fn, ty):
                 (n,) = self.atoms((size,), bindings)
                 return Build(n, self.lam(fn), ty, e.loc, e.strategy)
-            case Ifold(fn, init, count, ty):
+            case Ifold(fn, init, count, ty) | Iscan(fn, init, count, ty):
                 z, n = self.atoms((init, count), bindings)
-                return Ifold(self.lam(fn), z, n, ty, e.loc)
+                return type(e)(self.lam(fn), z, n, ty, e.loc)
+            case Filter(pred, arr, ty):
+                (a,) = self.atoms((arr,), bindings)
+                return Filter(self.lam(pred), a, ty, e.loc)
             case Tuple(items, ty):
                 return Tuple(self.atoms(items, bindings), ty, e.loc)
             case Proj(tup, index, ty):

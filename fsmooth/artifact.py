@@ -12,7 +12,10 @@ The C ABI of an exported kernel ``K`` (all integers are ``int64_t``):
 
 A kernel whose result is a tuple has one out-parameter per component instead of ``out``, in
 order (``T0 *restrict out_0, T1 *restrict out_1``; nested tuples flattened: ``out_1_0``), and one
-shape function per component (``K_shape_0``, ...).  A tuple parameter is passed as its
+shape function per component (``K_shape_0``, ...).  A kernel whose result is a ``filter`` is one
+of the pair (kept elements, kept length) (``KernelInterface.kept_length``): ``out_0`` has the
+capacity (``K_shape_0``: the length of what is filtered) and the kept elements are written from
+its start, ``int64_t *out_1`` receives their count.  A tuple parameter is passed as its
 components, each a parameter of its own (``p_0``, ``p_1``).
 
 Sizes (constraints, scratch, result dims) are sympy expressions over the size symbols, named as
@@ -91,6 +94,10 @@ class KernelInterface:
     # A parallel kernel's last parameter, a Card: the most threads a call runs on (its scratch is
     # one slice per thread, fsmooth.dps.parallel); the Python runtime passes OpenMP's thread count.
     threads: str | None = None
+    # The kernel's F̃ result is a filter (an array whose length is known only at run time): the C
+    # result is the pair (out_0, out_1), the kept elements from the start of a destination of the
+    # capacity (K_shape_0's dims), then their count; a call from Python returns out_0[:out_1].
+    kept_length: bool = False
 
     @property
     def outputs(self) -> list:

@@ -193,6 +193,36 @@ def ifold(f, init, n):
     return checked(state)
 
 
+def iscan(f, init, n):
+    """``iscan(f, init, n)``: the ``n`` successive states of ``ifold(f, init, n)``, ``f(init, 0)``
+    first: an array, or for a tuple state a tuple of one array per component."""
+    n = size(n, "iscan")
+    if n < 0:
+        raise ValueError(f"iscan of negative size {n}")
+    state, states = checked(init), []
+    for i in range(n):
+        state = checked(f(state, Int64(i)))
+        states.append(state)
+    return _columns(states, states[0] if states else checked(init))
+
+
+def _columns(states: list, like):
+    """The states as arrays, per tuple component one, of the dtype of a state ``like`` (the
+    first, else the initial one): an Index an int64, a Float a float32, a Double a float64."""
+    if isinstance(like, tuple):
+        return tuple(_columns([s[k] for s in states], part) for k, part in enumerate(like))
+    dtype = np.bool_ if isinstance(like, (bool, np.bool_)) else np.int64 if isinstance(like, (int, np.integer)) \
+        else np.float32 if isinstance(like, np.float32) else np.float64
+    return checked(np.array(states, dtype=dtype).reshape(len(states)))
+
+
+def filter(pred, v):  # noqa: A001 (fs.filter; Python's filter gives an iterator, never an array)
+    """``filter(pred, v)``: the elements ``x`` of ``v`` for which ``pred(x)`` holds, in order."""
+    v = checked(np.asarray(v))
+    keep = np.array([bool(pred(checked(x))) for x in v], dtype=bool).reshape(len(v))
+    return checked(np.asarray(v)[keep])
+
+
 def length(a) -> Int64:
     return Int64(np.shape(a)[0])
 

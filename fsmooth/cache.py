@@ -2,7 +2,7 @@
 
 The module name is derived from a hash of everything that decides the machine code (C source,
 cffi declarations, runtime headers, compiler flags and libraries -- the defaults and those a
-variant adds, ``CArtifact.compile_args``/``libraries`` -- fsmooth and cffi versions, Python and
+variant adds, ``CArtifact.compile_args``/``libraries`` -- fsmooth, cffi and numpy versions, Python and
 platform tags), so a hit never needs a rebuild and a change always misses.  A build for the host
 CPU (``-march=native``, ``host_flags``) also keys on what that flag means on this machine
 (``host_cpu``), so a cache directory shared between machines never loads code built for another
@@ -46,6 +46,7 @@ import time
 import warnings
 
 import cffi
+import numpy
 import platformdirs
 
 import fsmooth
@@ -53,7 +54,9 @@ from fsmooth.clib import HEADER_DIR
 
 COMPILE_ARGS = ("-std=c99", "-O3", "-fwrapv")
 LIBRARIES = ("m",)
-EXTENSION_FLAGS = ("-shared", "-fPIC", "-DNDEBUG")  # a CPython extension module
+# A CPython extension module with the full C API (not cffi's default of the limited one), for the
+# kernels' entry points (fsmooth.python_entry), which use numpy's C API too.
+EXTENSION_FLAGS = ("-shared", "-fPIC", "-DNDEBUG", "-D_CFFI_NO_LIMITED_API")
 CACHE_DIR_ENV = "FSMOOTH_CACHE_DIR"
 NATIVE_FLAGS = ("-march=native",)
 NATIVE_ENV = "FSMOOTH_NATIVE"  # "0": no in-process build is for the host CPU (Options.native)
@@ -84,6 +87,7 @@ def cache_key(source: str, cdef: str, compile_args: tuple = (), libraries: tuple
         "libraries": [*LIBRARIES, *libraries],
         "fsmooth": fsmooth.__version__,
         "cffi": cffi.__version__,
+        "numpy": numpy.__version__,  # the entry points are built against its C API
         "python": sys.implementation.cache_tag,
         "platform": sysconfig.get_platform(),
         "ext_suffix": _ext_suffix(),
@@ -117,6 +121,12 @@ def _import_extension(name: str, path: pathlib.Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_companion(module, name: str):
+    """The extension module ``name`` whose init function (``PyInit_<name>``) is in the file of the
+    extension module ``module``: the kernels' entry points, built into their cffi module's file."""
+    return _import_extension(name, pathlib.Path(module.__file__))
 
 
 def _load_entry(directory: pathlib.Path, name: str):
@@ -188,7 +198,7 @@ def _compile_extension(c_path: pathlib.Path, out: pathlib.Path, compile_args: tu
     """The shared object ``out`` of cffi's C ``c_path``; a variant's flags (-fopenmp) matter at the
     link too."""
     command = [*c_compiler(), *EXTENSION_FLAGS, *COMPILE_ARGS, *compile_args,
-               f"-I{sysconfig.get_paths()['include']}", f"-I{HEADER_DIR}", str(c_path), "-o", str(out),
+               f"-I{sysconfig.get_paths()['include']}", f"-I{numpy.get_include()}", f"-I{HEADER_DIR}", str(c_path), "-o", str(out),
                *[f"-l{lib}" for lib in (*LIBRARIES, *libraries)]]
     if sys.platform == "darwin":
         command += ["-undefined", "dynamic_lookup"]

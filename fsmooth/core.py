@@ -8,7 +8,7 @@ checked against the reference.
 Forms:
   x | literal | prim(op, args) | if c then a else b | let x = e1 in e2
   | λ x̄. e | f(ē) (call of a named kernel) | e0 ē (application of a function value)
-  | build n f | ifold f z n | length a | a[i] | (e, ..., e) | e.k (projection of a tuple)
+  | build n f | ifold f z n | iscan f z n | filter p a | length a | a[i] | (e, ..., e) | e.k (projection of a tuple)
 ``and``/``or`` are desugared to ``if`` by the front end (they short-circuit).
 """
 from __future__ import annotations
@@ -121,6 +121,45 @@ class Ifold(Expr):
     init: Expr
     count: Expr  # Card
     ty: Type
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Iscan(Expr):
+    """The array of the ``count`` successive states of ``ifold fn init count`` (``fn init 0``
+    first).  The state is a scalar or a tuple of scalars: ``ty`` is ``Array[state]``, or for a
+    tuple state the tuple of one array per component (``scan_type``), as arrays of tuples do
+    not exist."""
+
+    fn: Expr  # M, Index ⇒ M
+    init: Expr
+    count: Expr  # Card: the size of the result
+    ty: Type
+    loc: Loc | None = _loc()
+
+
+def scan_type(state: Type) -> Type:
+    """The type of the states of an ``iscan`` over ``state``: an array, a tuple of arrays."""
+    if isinstance(state, TupleT):
+        return TupleT(tuple(scan_type(t) for t in state.items))
+    return ArrayT(state)
+
+
+def scan_states(states: list, state_ty: Type):
+    """The states of an ``iscan`` as its value: an array of scalars, or per tuple component one."""
+    if isinstance(state_ty, TupleT):
+        return tuple(scan_states([s[k] for s in states], t) for k, t in enumerate(state_ty.items))
+    return np.array(states, dtype=NUMPY_DTYPE[state_ty]).reshape(len(states))
+
+
+@dataclass(frozen=True)
+class Filter(Expr):
+    """The elements ``x`` of ``arr`` (an array of scalars) for which ``pred x`` holds, in order:
+    its length is known only at run time, its capacity is ``length arr``."""
+
+    pred: Expr  # elem ⇒ Bool
+    arr: Expr
+    ty: Type  # arr's type
     loc: Loc | None = _loc()
 
 
@@ -238,6 +277,10 @@ def show(e: Expr, indent: int = 0) -> str:
             return f"build {_atomic(size, indent)} {_atomic(fn, indent)}"
         case Ifold(fn, init, count):
             return f"ifold {_atomic(fn, indent)} {_atomic(init, indent)} {_atomic(count, indent)}"
+        case Iscan(fn, init, count):
+            return f"iscan {_atomic(fn, indent)} {_atomic(init, indent)} {_atomic(count, indent)}"
+        case Filter(pred, arr):
+            return f"filter {_atomic(pred, indent)} {_atomic(arr, indent)}"
         case Length(arr):
             return f"length {_atomic(arr, indent)}"
         case Get(arr, idx):
@@ -323,6 +366,19 @@ def interpret(e: Expr, env: dict, program: Program | None = None):
             for i in range(interpret(count, env, program)):
                 state = f(state, i)
             return state
+        case Iscan(fn, init, count):
+            n = interpret(count, env, program)
+            if n < 0:
+                raise ValueError(f"iscan of negative size {n}")
+            f = interpret(fn, env, program)
+            state, states = interpret(init, env, program), []
+            for i in range(n):
+                state = f(state, i)
+                states.append(state)
+            return scan_states(states, fn.ty.result)
+        case Filter(pred, arr, ArrayT(elem)):
+            p, a = interpret(pred, env, program), interpret(arr, env, program)
+            return stack([x.item() for x in a if p(x.item())], elem)
         case Length(arr):
             return int(interpret(arr, env, program).shape[0])
         case Get(arr, idx):
@@ -461,16 +517,17 @@ def _check_anf(e: Expr, kernel: str) -> None:
             raise IRError(f"kernel {kernel}: nested let in the right-hand side of a let: {show(rhs)}")
         case App():
             raise IRError(f"kernel {kernel}: application left after the anf stage: {show(e)}")
-        case Build(_, fn) | Ifold(fn, _, _) if not isinstance(fn, Lam):
+        case Build(_, fn) | Ifold(fn, _, _) | Iscan(fn, _, _) | Filter(fn, _) if not isinstance(fn, Lam):
             raise IRError(f"kernel {kernel}: the function of {show(e)} is not a lambda")
-    operands = {PrimApp: "args", Call: "args", ForeignCall: ("args", "dims"), Tuple: "items", Proj: "tup", Get: ("arr", "idx"),
-                Length: "arr", If: "cond", Build: "size", Ifold: ("init", "count")}.get(type(e), ())
+    operands = {PrimApp: "args", Call: "args", ForeignCall: ("args", "dims"), Tuple: "items", Proj: "tup",
+                Get: ("arr", "idx"), Length: "arr", If: "cond", Build: "size", Ifold: ("init", "count"),
+                Iscan: ("init", "count"), Filter: "arr"}.get(type(e), ())
     for name in (operands,) if isinstance(operands, str) else operands:
         value = getattr(e, name)
         for operand in value if isinstance(value, tuple) else (value,):
             if not is_atom(operand):
                 raise IRError(f"kernel {kernel}: operand '{name}' of {type(e).__name__} is not an atom: {show(operand)}")
     for child in children(e):
-        if isinstance(child, Lam) and not isinstance(e, (Build, Ifold)):
+        if isinstance(child, Lam) and not isinstance(e, (Build, Ifold, Iscan, Filter)):
             raise IRError(f"kernel {kernel}: lambda outside build/ifold: {show(child)}")
         _check_anf(child, kernel)

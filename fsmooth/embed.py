@@ -95,7 +95,7 @@ def compile_module(kernels: list[Kernel], options: Options, name: str) -> CArtif
 # ----------------------------------------------------------------------------- C declarations
 
 @dataclass(frozen=True)
-class _Declarations:
+class Declarations:
     """The prototypes of one kernel, from the artifact, and the C names of its parameters."""
 
     prototypes: tuple[str, ...]  # K, K_shape (one per result component), K_scratch_bytes, K_check_sizes
@@ -103,7 +103,7 @@ class _Declarations:
     results: tuple[tuple[str, str], ...]  # per out-parameter (``out``, or ``out_0``, ...): the type it points at, its name
 
 
-def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
+def _declarations(interface: KernelInterface, cdef: str) -> Declarations:
     name = re.escape(interface.symbol)
     lines = cdef.splitlines()
 
@@ -123,7 +123,7 @@ def _declarations(interface: KernelInterface, cdef: str) -> _Declarations:
     shapes = tuple(prototype(rf"void {name}_shape{suffix}\(") for suffix, _, _ in outputs)
     prototypes = (main, *shapes, prototype(rf"int64_t {name}_scratch_bytes\("),
                   prototype(rf"int {name}_check_sizes\("))
-    return _Declarations(prototypes, tuple(params), results)
+    return Declarations(prototypes, tuple(params), results)
 
 
 def _split_declaration(text: str) -> tuple[str, str]:
@@ -134,8 +134,26 @@ def _split_declaration(text: str) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- the files
 
-def _status_macro(prefix: str, code: int) -> str:
-    return f"{prefix}_STATUS_{re.sub(r'[^A-Z0-9]+', '_', STATUS[code].upper()).strip('_')}"
+def status_macro(prefix: str, code: int, statuses: dict = STATUS) -> str:
+    return f"{prefix}_STATUS_{re.sub(r'[^A-Z0-9]+', '_', statuses[code].upper()).strip('_')}"
+
+
+def status_declarations(name: str, statuses: dict = STATUS) -> list[str]:
+    """The header's status codes (``<MODULE>_STATUS_*``) and the prototype of their texts."""
+    prefix = name.upper()
+    out = c_comment(["---- Status codes: what every kernel returns"])
+    width = max(len(status_macro(prefix, code, statuses)) for code in statuses)
+    out += [f"#define {status_macro(prefix, code, statuses):<{width}} {code}  /* {statuses[code]} */"
+            for code in statuses]
+    return out + ["", "/* The text of a status code (\"unknown status\" for any other int). */",
+                  f"const char *{name}_status_message(int status);"]
+
+
+def status_message_function(name: str, statuses: dict = STATUS) -> list[str]:
+    """The C of ``<module>_status_message``."""
+    cases = [f"    case {code}: return \"{text}\";" for code, text in statuses.items()]
+    return [f"const char *{name}_status_message(int status) {{", "    switch (status) {", *cases,
+            '    default: return "unknown status";', "    }", "}"]
 
 
 def build_flags(artifact: CArtifact, march: str | None = None) -> dict:
@@ -147,7 +165,7 @@ def build_flags(artifact: CArtifact, march: str | None = None) -> dict:
             "libs": [f"-l{library}" for library in (*artifact.libraries, "m")]}
 
 
-def _comment(lines: list[str]) -> list[str]:
+def c_comment(lines: list[str]) -> list[str]:
     """A C block comment; ``*/`` inside the text (from a docstring) cannot end it early."""
     text = [line.replace("*/", "* /") for line in lines]
     if len(text) == 1:
@@ -191,6 +209,10 @@ def _overview(name: str, source_file: str, options: Options, artifact: CArtifact
         "A kernel that returns a tuple has one out-parameter per component (out_0, out_1, ...; nested",
         "tuples flattened: out_1_0) and one shape function per component (K_shape_0, ...).  A tuple",
         "parameter p is passed as its components p_0, p_1, ..., each like a parameter of its own.",
+        *(["A kernel that returns a filter (fs.filter: its length is known only at run time) has two:",
+           "out_0 has the capacity, K_shape_0's dims (the length of what is filtered), and receives the",
+           "kept elements from its start; out_1 (int64_t *) receives how many were kept."]
+          if any(i.kept_length for i in artifact.interfaces.values()) else []),
         "",
         _ALLOCATION_NOTES[options.allocation],
         f"`scratch` must hold K_scratch_bytes(...) bytes, aligned to {prefix}_SCRATCH_ALIGN bytes (malloc's",
@@ -224,7 +246,10 @@ def _foreign_overview(name: str, artifact: CArtifact) -> list[str]:
     return lines
 
 
-def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | None, prefix: str) -> list[str]:
+def kernel_comment(interface: KernelInterface, decl: Declarations, doc: str | None, prefix: str,
+                   sized: str = "a result dim or the scratch size", scratch: bool = True) -> list[str]:
+    """The header's documentation of one kernel; ``sized`` says which sizes ``K_check_sizes``
+    computes, ``scratch`` whether the kernel takes a scratch arena."""
     params = ", ".join(f"{p}: {type_str(t)}" for p, t in interface.params)
     lines = [f"---- {interface.name}({params}) -> {type_str(interface.result)}"]
     if doc:
@@ -237,6 +262,10 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
         what = (f"dims {' x '.join(map(str, dims))}, row-major ({interface.symbol}_shape{suffix})" if rank(ty)
                 else "one scalar")
         component = f" (component {suffix[1:].replace('_', '.')})" if suffix else ""
+        if interface.kept_length:  # a filter: (kept elements, their count)
+            component = (" (the kept elements, written from the start; capacity" if suffix == "_0"
+                         else " (how many elements were kept: the filter's length")
+            component += ")"
         lines.append(f"Result{component}: `{cname}` ({ctype} *), {type_str(ty)}, {what}")
     if interface.sizes:
         lines.append("Sizes: " + "; ".join(
@@ -244,13 +273,14 @@ def _kernel_comment(interface: KernelInterface, decl: _Declarations, doc: str | 
             for s in interface.sizes))
     if interface.constraints:
         lines.append(f"Requires (else {interface.symbol}_check_sizes is nonzero and {interface.symbol} returns "
-                     f"{_status_macro(prefix, 3)}):")
+                     f"{status_macro(prefix, 3)}):")
         lines += [f"  {j + 1}. {print_condition(c.cond, C)}   ({c.message})"
                   for j, c in enumerate(interface.constraints)]
-    lines.append(f"Scratch: {interface.scratch_formula} bytes")
+    if scratch:
+        lines.append(f"Scratch: {interface.scratch_formula} bytes")
     lines.append(f"{interface.symbol}_check_sizes returns {len(interface.constraints) + 1} (and {interface.symbol} "
-                 f"{_status_macro(prefix, 6)}) where a result dim or the scratch size overflows int64, "
-                 f"{len(interface.constraints) + 2} (and {_status_macro(prefix, 2)}) where one divides by zero")
+                 f"{status_macro(prefix, 6)}) where {sized} overflows int64, "
+                 f"{len(interface.constraints) + 2} (and {status_macro(prefix, 2)}) where one divides by zero")
     return lines
 
 
@@ -258,15 +288,11 @@ def _header(name: str, source_file: str, artifact: CArtifact, kernels: dict[str,
             options: Options, march: str | None) -> str:
     prefix, guard = name.upper(), f"FSMOOTH_{name.upper()}_H"
     interfaces = list(artifact.interfaces.values())
-    out = _comment(_overview(name, source_file, options, artifact, march))
+    out = c_comment(_overview(name, source_file, options, artifact, march))
     out += ["", f"#ifndef {guard}", f"#define {guard}", "", "#include <stdbool.h>", "#include <stdint.h>", "",
             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
-    out += _comment(["---- Status codes: what every kernel returns"])
-    width = max(len(_status_macro(prefix, code)) for code in STATUS)
-    out += [f"#define {_status_macro(prefix, code):<{width}} {code}  /* {STATUS[code]} */" for code in STATUS]
-    out += ["", "/* The text of a status code (\"unknown status\" for any other int). */",
-            f"const char *{name}_status_message(int status);", "",
-            "/* Every region of the scratch arena starts on this boundary. */",
+    out += status_declarations(name)
+    out += ["", "/* Every region of the scratch arena starts on this boundary. */",
             f"#define {prefix}_SCRATCH_ALIGN {ALIGN}"]
     if options.parallel:
         out += ["", "/* Compiled with --parallel: every kernel's last argument is its thread count, nthreads. */",
@@ -274,47 +300,54 @@ def _header(name: str, source_file: str, artifact: CArtifact, kernels: dict[str,
     for interface in interfaces:
         decl = _declarations(interface, artifact.cdef)
         kernel = kernels.get(interface.name)
-        out += [""] + _comment(_kernel_comment(interface, decl, kernel.fn.__doc__ if kernel else None, prefix))
+        out += [""] + c_comment(kernel_comment(interface, decl, kernel.fn.__doc__ if kernel else None, prefix))
         out += list(decl.prototypes)
     out += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */"]
     return "\n".join(out) + "\n"
 
 
 def _source(name: str, artifact: CArtifact) -> str:
-    cases = [f"    case {code}: return \"{text}\";" for code, text in STATUS.items()]
-    status_message = [f"const char *{name}_status_message(int status) {{", "    switch (status) {", *cases,
-                      '    default: return "unknown status";', "    }", "}"]
+    status_message = status_message_function(name)
     return "\n".join([f"/* {name}.c: generated by fsmooth {fsmooth.__version__}; the API is {name}.h. */",
                       f'#include "{name}.h"', "", artifact.source.rstrip("\n"), "",
                       "/* ---- status codes */", *status_message]) + "\n"
 
 
+def kernel_entry(interface: KernelInterface, decl: Declarations, functions: dict) -> dict:
+    """A kernel's entry in a manifest: its C functions (``functions``, after the kernel's and its
+    shape functions'), prototypes, parameters, result, sizes and constraints."""
+    params = [{"name": pname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype, "cname": cname,
+               "dims": list(dims)}
+              for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
+    result = interface.result
+    outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype,
+                "dims": [str(d) for d in dims], "shape_fun": f"{interface.symbol}_shape{suffix}"}
+               for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
+    return {
+        "cfun": interface.symbol,
+        # a filter's result: components 0, the kept elements in a destination of the capacity, 1 their count
+        "kept_length": interface.kept_length,
+        "shape_fun": [o["shape_fun"] for o in outputs] if len(outputs) > 1 or outputs[0]["cname"] != "out"
+        else f"{interface.symbol}_shape",
+        **functions,
+        "prototypes": list(decl.prototypes),
+        "params": params,
+        "result": ({"type": type_str(result), "rank": rank(result), "ctype": outputs[0]["ctype"],
+                    "dims": outputs[0]["dims"]} if len(outputs) == 1 and outputs[0]["cname"] == "out"
+                   else {"type": type_str(result), "components": outputs}),
+        "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
+        "constraints": [{"c_expr": print_condition(c.cond, C), "cond": condition_json(c.cond), "param": c.param,
+                         "message": c.message}
+                        for c in interface.constraints],
+    }
+
+
 def _manifest(name: str, source_file: str, artifact: CArtifact, options: Options, march: str | None) -> dict:
     kernels = {}
     for interface in artifact.interfaces.values():
-        decl = _declarations(interface, artifact.cdef)
-        params = [{"name": pname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype, "cname": cname,
-                   "dims": list(dims)}
-                  for (pname, ty), (ctype, cname, dims) in zip(interface.params, decl.params)]
-        result = interface.result
-        outputs = [{"cname": cname, "type": type_str(ty), "rank": rank(ty), "ctype": ctype,
-                    "dims": [str(d) for d in dims], "shape_fun": f"{interface.symbol}_shape{suffix}"}
-                   for (suffix, ty, dims), (ctype, cname) in zip(interface.outputs, decl.results)]
+        functions = {"scratch_fun": f"{interface.symbol}_scratch_bytes", "check_fun": f"{interface.symbol}_check_sizes"}
         kernels[interface.name] = {
-            "cfun": interface.symbol,
-            "shape_fun": [o["shape_fun"] for o in outputs] if len(outputs) > 1 or outputs[0]["cname"] != "out"
-            else f"{interface.symbol}_shape",
-            "scratch_fun": f"{interface.symbol}_scratch_bytes",
-            "check_fun": f"{interface.symbol}_check_sizes",
-            "prototypes": list(decl.prototypes),
-            "params": params,
-            "result": ({"type": type_str(result), "rank": rank(result), "ctype": outputs[0]["ctype"],
-                        "dims": outputs[0]["dims"]} if len(outputs) == 1 and outputs[0]["cname"] == "out"
-                       else {"type": type_str(result), "components": outputs}),
-            "sizes": [{"symbol": s.symbol, "param": s.param, "dim": s.dim} for s in interface.sizes],
-            "constraints": [{"c_expr": print_condition(c.cond, C), "cond": condition_json(c.cond), "param": c.param,
-                             "message": c.message}
-                            for c in interface.constraints],
+            **kernel_entry(interface, _declarations(interface, artifact.cdef), functions),
             "scratch_bytes": str(interface.scratch_formula),
             "scratch_expr": size_json(interface.scratch_formula),
         }
@@ -339,7 +372,7 @@ def _check_library_names(name: str, artifact: CArtifact, by_name: dict[str, Kern
     or at the first exported kernel's for a kernel of another module that one calls)."""
     from .frontend import def_loc
 
-    ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {_status_macro(name.upper(), c) for c in STATUS}
+    ours = {f"{name}_status_message", f"{name.upper()}_SCRATCH_ALIGN"} | {status_macro(name.upper(), c) for c in STATUS}
     for k, interface in artifact.interfaces.items():
         symbol = interface.symbol
         shapes = {f"{symbol}_shape{suffix}" for suffix, _, _ in interface.outputs}

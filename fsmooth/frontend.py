@@ -31,14 +31,14 @@ from . import builtins as fs_builtins
 from . import prims
 from . import strategies
 from . import typecheck as tc
-from .core import (App, Build, Call, Expr, ForeignCall, Get, If, Ifold, KernelDef, Lam, Length, Let, Lit,
-                   PrimApp, Program, Proj, Tuple, Var)
+from .core import (App, Build, Call, Expr, Filter, ForeignCall, Get, If, Ifold, Iscan, KernelDef, Lam, Length, Let,
+                   Lit, PrimApp, Program, Proj, Tuple, Var, scan_type)
 from .deep_stack import on_deep_stack
 from .errors import CompileError, Loc
 from .foreign import Foreign
 from .kernel import Kernel
 from .names import NameSupply
-from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type, rank
+from .types import ArrayT, Bool, Card, FunT, Index, SCALARS, Scalar, TupleT, Type, leaves, rank
 
 
 def parse_program(kernel: Kernel) -> Program:
@@ -67,6 +67,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
     """Built-in functions by identity: F̃'s own, ``math``'s and Python's of the same names."""
     table: list[tuple[object, str]] = [
         (fs_builtins.build, "build"), (fs_builtins.ifold, "ifold"), (fs_builtins.length, "length"),
+        (fs_builtins.iscan, "iscan"), (fs_builtins.filter, "filter"),
         (python_builtins.float, "float"), (python_builtins.int, "int"),
     ]
     # The strategies (fsmooth.strategies): builds with an OpenCL mapping, address spaces, vectors.
@@ -82,7 +83,7 @@ def _builtin_table() -> tuple[tuple[object, str], ...]:
 
 
 _BUILTINS = _builtin_table()
-_ARITY = {"build": 2, "ifold": 3, "length": 1, "float": 1, "int": 1, "build_global": 2, "build_workgroup": 2,
+_ARITY = {"build": 2, "ifold": 3, "iscan": 3, "filter": 2, "length": 1, "float": 1, "int": 1, "build_global": 2, "build_workgroup": 2,
           "build_local": 2, "build_seq": 2, "to_global": 1, "to_local": 1, "to_private": 1,
           "vectorize": 2}
 
@@ -757,6 +758,10 @@ class _KernelTranslator:
                 return self.vectorize(node, env, dotted)
             case "ifold":
                 return self.ifold(node, env)
+            case "iscan":
+                return self.iscan(node, env)
+            case "filter":
+                return self.filter(node, env)
             case "length":
                 arr = self.expr(node.args[0], env)
                 if not isinstance(arr.ty, ArrayT):
@@ -877,23 +882,50 @@ class _KernelTranslator:
 
     def ifold(self, node: ast.Call, env: dict) -> Expr:
         """``ifold(f, init, n)``; the state widens from a literal or Card ``init`` to what ``f`` returns."""
-        fn_node, init_node, count_node = node.args
-        init = self.expr(init_node, env)
-        count = self.expr(count_node, env)  # a Card or an Index (triangular loops): a count < 0 runs no iteration
+        count = self.expr(node.args[2], env)  # a Card or an Index (triangular loops): a count < 0 runs no iteration
         if count.ty not in (Index, Card):
-            raise self.error(f"ifold count must be a Card or an Index, not {_a(count.ty)}", count_node)
+            raise self.error(f"ifold count must be a Card or an Index, not {_a(count.ty)}", node.args[2])
+        fn, init = self.step_function(node, env, "ifold")
+        return Ifold(fn, init, count, init.ty, self.loc(node))
+
+    def iscan(self, node: ast.Call, env: dict) -> Expr:
+        """``iscan(f, init, n)``: the ``n`` states of ``ifold(f, init, n)``, an array of size ``n``
+        (a Card, as a build's); the state is a scalar or a tuple of scalars."""
+        count = self.card_size(node.args[2], env, "iscan size")
+        fn, init = self.step_function(node, env, "iscan")
+        if not all(isinstance(t, Scalar) and t != Bool for _, t in leaves(init.ty)):
+            raise self.error(f"the state of iscan must be a number or a tuple of numbers, not {_a(init.ty)}: "
+                             "an array of arrays of states would not be rectangular in general; "
+                             "use ifold, or build over an iscan per component", node.args[1])
+        return Iscan(fn, init, count, scan_type(init.ty), self.loc(node))
+
+    def filter(self, node: ast.Call, env: dict) -> Expr:
+        """``fs.filter(pred, v)``: the elements of ``v`` (scalars) for which ``pred`` holds."""
+        pred_node, arr_node = node.args
+        arr = self.expr(arr_node, env)
+        if not (isinstance(arr.ty, ArrayT) and isinstance(arr.ty.elem, Scalar)):
+            raise self.error(f"filter needs an array of numbers, not {_a(arr.ty)}: filter the indices "
+                             "of the rows instead", arr_node)
+        pred = self.function(pred_node, env, (arr.ty.elem,), Bool)
+        return Filter(pred, arr, arr.ty, self.loc(node))
+
+    def step_function(self, node: ast.Call, env: dict, what: str) -> tuple[Expr, Expr]:
+        """The function and initial state of ``ifold``/``iscan``; the state widens from a literal
+        or Card ``init`` to what ``f`` returns."""
+        fn_node, init_node = node.args[:2]
+        init = self.expr(init_node, env)
         before = dict(self.lambda_types), copy.deepcopy(self.binders)
         fn = self.function(fn_node, env, (init.ty, Index), None)
         returned = fn.ty.result
         if returned != init.ty:
             widened = tc.widen(init, returned)
             if widened is None:
-                raise self.error(f"the function of ifold returns {_a(returned)}, but the state is "
+                raise self.error(f"the function of {what} returns {_a(returned)}, but the state is "
                                  f"{_a(init.ty)}", fn_node)
             self.lambda_types, self.binders = before  # type f again, with the wider state
             init = widened
             fn = self.function(fn_node, env, (returned, Index), returned)
-        return Ifold(fn, init, count, init.ty, self.loc(node))
+        return fn, init
 
     # -- function values
     def function(self, node: ast.expr, env: dict, params: tuple[Type, ...], result: Type | None) -> Expr:

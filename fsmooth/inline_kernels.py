@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import core
 from .anf import anf_kernel
 from .core import Expr, called_kernels, children
+from fsmooth.shape.filters import returns_filter
 
 SMALL_KERNEL = 100
 """Largest body, in expression nodes after its own optimisation, of a kernel whose calls are
@@ -28,6 +29,7 @@ def size(e: Expr) -> int:
 def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.KernelDef:
     """``k`` with every call of a small kernel of ``program`` replaced by the callee's body
     (renamed apart, arguments bound by let), in ANF."""
+    # a filter's length is known only at run time: one returned is always inlined (shape.filters)
     small = frozenset(name for name in called_kernels(k.body)
-                      if size(program.kernels[name].body) <= SMALL_KERNEL)
+                      if size(program.kernels[name].body) <= SMALL_KERNEL or returns_filter(program.kernels[name].body))
     return anf_kernel(program, k, inline=small) if small else k

@@ -142,13 +142,14 @@ class Kernel:
                     raise TypeError(f"{self.name} is a helper (it takes a function): helpers are inlined where "
                                     f"kernels call them and cannot be called from Python, only from kernels")
 
-                self._executable = build_executable(self, (_in_reference.get, self._run_reference))
+                self._executable = build_executable(self, (_in_reference, self._run_reference))
                 self._call = self._executable.call
             return self._executable
 
     # Calling a kernel calls ``self._call`` with no Python frame of its own (``attrgetter`` is C):
-    # first ``_first_call``, which compiles, then the executable's call, which is written for the
-    # kernel and runs the reference itself inside a reference run (``fsmooth.runtime.call_function``).
+    # first ``_first_call``, which compiles, then the executable's call, the kernel's C entry point
+    # (``fsmooth.python_entry``), which hands a call inside a reference run to the Python call that
+    # runs the reference itself (``fsmooth.runtime.call_function``).
     __call__ = property(operator.attrgetter("_call"))
 
     def _first_call(self, *args):

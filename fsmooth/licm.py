@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from . import prims
-from .core import (Build, Call, Expr, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Var, children,
-                   free_vars, is_atom, map_children, walk)
+from .core import (Build, Call, Expr, ForeignCall, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp, Var,
+                   children, free_vars, is_atom, map_children, walk)
 from .types import Bool, Card, Double, Float, Index, Scalar
 
 _FAILING_PRIMITIVES = ("floordiv", "mod", "trunc_to_Index")
@@ -142,4 +142,7 @@ def _cannot_fail(e: Expr, facts: _Facts) -> bool:
                        for d in dims)
         case Ifold(Lam(params, body), init, count):
             return _cannot_fail(init, facts) and _cannot_fail(body, facts.with_bound(params[-1][0], count))
+        case Iscan(Lam(params, body), init, size):  # a negative size fails, as a build's
+            sized = (isinstance(size, Lit) and size.value >= 0) or (isinstance(size, Var) and size.name in facts.lengths)
+            return sized and _cannot_fail(init, facts) and _cannot_fail(body, facts.with_bound(params[-1][0], size))
     return all(_cannot_fail(child, facts) for child in children(e))

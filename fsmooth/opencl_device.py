@@ -1,19 +1,30 @@
 """The OpenCL device an ``OpenCLArtifact`` runs on: which device fsmooth chooses, the process-wide
 default context, whether the device can run an artifact (fp64), and one program build per
-(source, context, device).  ``fsmooth.opencl_executable`` runs artifacts on what this gives."""
+(source, context, device).  ``fsmooth.opencl_executable`` runs artifacts on what this gives.
+
+Importing this module registers Intel's CPU runtime from PyPI with the ICD loader
+(``fsmooth.opencl_icd``) where it is installed: before this process first lists the platforms."""
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 
 import pyopencl as cl
 
 from .opencl_artifact import OpenCLArtifact
+from .opencl_icd import register_intel_cpu_runtime, registered_library, why_unlisted
+
+register_intel_cpu_runtime()
 
 # Simulators are correct but thousands of times slower than a real device: only an explicit
 # PYOPENCL_CTX selects one.
 _SIMULATOR_PLATFORMS = ("oclgrind",)
-_POCL_PLATFORM = "portable computing language"
+INTEL_CPU_PLATFORM = "intel(r) opencl"
+POCL_PLATFORM = "portable computing language"
+# The CPU runtimes in the order fsmooth prefers them (a device of another platform comes after).
+_CPU_PLATFORMS = (INTEL_CPU_PLATFORM, POCL_PLATFORM)
+_PROBE_SOURCE = "__kernel void probe(__global int *a) { a[0] = 1; }"
 
 
 class DeviceCapabilityError(RuntimeError):
@@ -22,22 +33,46 @@ class DeviceCapabilityError(RuntimeError):
 
 # ----------------------------------------------------------------------------- device choice
 
-def choose_device(platforms) -> cl.Device:
+def builds_kernels(device) -> bool:
+    """Whether ``device`` builds a trivial kernel (PoCL 3.0's LLVM 14 cannot target some newer
+    CPUs, and then builds none)."""
+    try:
+        cl.Program(cl.Context([device]), _PROBE_SOURCE).build()
+        return True
+    except cl.Error:
+        return False
+
+
+def choose_device(platforms, builds=builds_kernels) -> cl.Device:
     """The device fsmooth uses when ``PYOPENCL_CTX`` is unset: the first GPU of a real (not
-    simulated) platform, else PoCL's CPU device, else the first device of any real platform."""
+    simulated) platform; else the first CPU device that builds a kernel (``builds``, a trial
+    build by default), Intel's CPU runtime's first, then PoCL's, then another platform's; else the
+    first of those CPU devices, or the first device of any real platform, whose build then says
+    what fails."""
     real = [p for p in platforms if not any(s in p.name.lower() for s in _SIMULATOR_PLATFORMS)]
     devices = [(p, d) for p in real for d in _devices_of(p)]
     for _, device in devices:
         if device.type & cl.device_type.GPU:
             return device
-    for platform, device in devices:
-        if _POCL_PLATFORM in platform.name.lower() and device.type & cl.device_type.CPU:
+    cpus = sorted((pd for pd in devices if pd[1].type & cl.device_type.CPU),
+                  key=lambda pd: cpu_preference(pd[0]))
+    for _, device in cpus:
+        if builds(device):
             return device
-    if devices:
-        return devices[0][1]
+    if cpus or devices:
+        return (cpus or devices)[0][1]
     names = ", ".join(p.name for p in platforms) or "none"
-    raise RuntimeError(f"no usable OpenCL device (platforms: {names}); install "
-                       f"pocl-binary-distribution for a CPU device, or set PYOPENCL_CTX")
+    raise RuntimeError(f"no usable OpenCL device (platforms: {names}); install intel-opencl-rt and "
+                       f"intel-cmplr-lib-rt or pocl-binary-distribution for a CPU device, or set "
+                       f"PYOPENCL_CTX")
+
+
+def cpu_preference(platform) -> int:
+    """Where ``platform``'s CPU devices come in fsmooth's order (smaller first): Intel's CPU
+    runtime (a vectorising compiler, several times faster than PoCL 3.0 on the BLAS kernels),
+    PoCL, then any other."""
+    name = platform.name.lower()
+    return next((rank for rank, known in enumerate(_CPU_PLATFORMS) if known in name), len(_CPU_PLATFORMS))
 
 
 def _devices_of(platform) -> list:
@@ -54,8 +89,12 @@ def select_context() -> cl.Context:
     try:
         platforms = cl.get_platforms()
     except cl.Error as err:  # the ICD loader finds no platform at all
-        raise RuntimeError(f"no OpenCL platform found ({err}); install pocl-binary-distribution "
-                           f"for a CPU device") from None
+        raise RuntimeError(f"no OpenCL platform found ({err}); install intel-opencl-rt and "
+                           f"intel-cmplr-lib-rt or pocl-binary-distribution for a CPU device") from None
+    library = registered_library()
+    if library is not None and not any(INTEL_CPU_PLATFORM in p.name.lower() for p in platforms):
+        warnings.warn(f"fsmooth registered Intel's OpenCL CPU runtime {library}, but the ICD loader "
+                      f"does not list it: {why_unlisted(library)}", RuntimeWarning, stacklevel=2)
     return cl.Context([choose_device(platforms)])
 
 
@@ -100,9 +139,10 @@ def build_program(context: cl.Context, device: cl.Device, source: str) -> cl.Pro
                 hint = ""
                 if "unknown target CPU" in str(err):
                     # PoCL 3.0's LLVM 14 names some newer CPUs 'generic', which it cannot target.
-                    hint = ("\nThis PoCL's LLVM does not know this CPU: use PoCL >= 3.1 with "
-                            "POCL_LLVM_CPU_NAME set (e.g. x86-64-v3), or choose another device "
-                            "with PYOPENCL_CTX.")
+                    hint = ("\nThis PoCL's LLVM does not know this CPU: install intel-opencl-rt "
+                            "and intel-cmplr-lib-rt (Intel's CPU runtime, which fsmooth registers "
+                            "and prefers), use PoCL >= 3.1 with POCL_LLVM_CPU_NAME set (e.g. "
+                            "x86-64-v3), or choose another device with PYOPENCL_CTX.")
                 raise RuntimeError(f"OpenCL build failed on '{device.name.strip()}': {err}{hint}") from None
             # The key holds the context and device by address: keep them alive with the program.
             _programs[key] = program

@@ -410,6 +410,9 @@ class OpenCLExecutable:
         return self._assemble(values)
 
     def _assemble(self, values: list):
+        if self.interface.kept_length:  # a filter: the kept elements (a device array's too)
+            kept, count = values
+            return kept[:int(count.get()) if hasattr(count, "get") else count]
         return assemble(self.interface.result, iter(values)) if self._tuple_result else values[0]
 
     __call__ = call

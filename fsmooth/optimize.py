@@ -1,6 +1,6 @@
 """F̃ simplification, DPS paper §3.5 stage 1: the passes the options enable, to a fixed point.
 
-    inline_kernels ─▶ inline_lets_and_fusion ─▶ constant_folding ─▶ cse ─▶ dce ─▶ licm
+    inline_kernels ─▶ inline_lets_and_fusion (filters too: ``fsmooth.filter_fusion``) ─▶ constant_folding ─▶ cse ─▶ dce ─▶ licm
     ─▶ guards_to_bounds ─▶ (again, until nothing changes)
 
 each a named rewrite (``kernel_rewrites``), which the driver reports as its own pass.
@@ -22,6 +22,7 @@ from . import core
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .filter_fusion import fuse_filters
 from .fusion import fuse, inline_lets
 from .guards_to_bounds import bound_guarded_folds
 from .licm import hoist_loop_invariants
@@ -65,7 +66,7 @@ def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
         # meet fusion before ANF would let-bind it again, now inside the reader's loop.
         if options.inline_lets:
             e = inline_lets(e, into_reads=options.fusion)
-        return fuse(e) if options.fusion else e
+        return fuse_filters(fuse(e)) if options.fusion else e
 
     def renormalised(rewrite: Callable[[core.Expr], core.Expr]) -> KernelRewrite:
         return lambda program, k: anf_kernel(program, replace(k, body=rewrite(k.body)))

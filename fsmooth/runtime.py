@@ -1,14 +1,20 @@
 """Calling compiled kernels from Python: load the C of a ``CArtifact`` through cffi (API mode,
-built once and cached on disk by ``fsmooth.cache``) and call one kernel on numpy arrays.
+built once and cached on disk by ``fsmooth.cache``), with a CPython entry point per kernel
+compiled into the same module (``fsmooth.python_entry``), and call one kernel on numpy arrays.
 
 A call checks and converts its arguments, computes the size symbols from them, asks the C side
 whether the sizes satisfy the kernel's constraints (``K_check_sizes``), how large the result is
 (``K_shape``) and how much scratch it needs (``K_scratch_bytes``), then runs ``K``.  Everything
-that depends only on the kernel's interface is planned once, in ``Executable.__init__``: the call
-itself is a Python function written for the kernel (``call_function``), straight-line code that
-tests each argument's exact type (and dtype, rank, layout) and passes it on, calling the general
-converter only for anything else; the three size functions' answers are memoised per tuple of
-sizes, so a call does no symbolic work, builds no dictionary and walks no list of parameters.
+that depends only on the kernel's interface is planned once, in ``Executable.__init__``.  The
+call (``Executable.call``) is the kernel's C entry point: in C, it takes the common case (exact
+floats and ints, C-contiguous arrays of the parameter's dtype and rank) through the size
+functions, the result arrays, the thread's arena and ``K``, and hands every other call to the
+Python call (``Executable.python_call``), a Python function written for the kernel
+(``call_function``): straight-line code that tests each argument's exact type (and dtype, rank,
+layout) and passes it on, calling the general converter only for anything else, with the three
+size functions' answers memoised per tuple of sizes.  Either way a call does no symbolic work,
+builds no dictionary and walks no list of parameters.  Checked arenas and kernels with tuple
+parameters have the Python call only.
 
 Checked arenas (``Options.check_arena``, or ``FSMOOTH_CHECK_ARENA=1``): each call gets a fresh
 scratch buffer filled with a byte pattern, with guard bytes of the pattern before it and after
@@ -40,6 +46,7 @@ import numpy as np
 
 from . import cache
 from .artifact import STATUS, CArtifact, KernelInterface
+from .python_entry import entry_module, entry_state, has_entry_point
 from .types import (C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, TupleT, Type, element_scalar,
                     rank, type_str)
 
@@ -49,17 +56,25 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 MEMO_LIMIT = 256  # distinct size tuples remembered per kernel
 
 _libraries: dict[tuple[str, str], object] = {}
+# cffi module name -> (the module of its kernels' entry points, the interfaces they were written for)
+_entry_points: dict[str, tuple[object, dict]] = {}
 
 
 def load_library(artifact: CArtifact, native: bool = False):
-    """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C: from this
-    process's table, else from the disk cache, else built (and then cached); ``native``: for this
+    """The compiled cffi module (attributes ``ffi`` and ``lib``) of ``artifact``'s C, with its
+    kernels' CPython entry points (``fsmooth.python_entry``) compiled in: from this process's
+    table, else from the disk cache, else built (and then cached); ``native``: for this
     machine's CPU where ``fsmooth.cache.host_flags`` allows it (``Options.native``)."""
     flags = (*artifact.compile_args, *(cache.host_flags() if native else ()))
-    key = (artifact.source, artifact.cdef, flags, artifact.libraries)
+    entries = entry_module(artifact)
+    source = artifact.source if entries is None else f"{artifact.source}\n{entries[1]}"
+    key = (source, artifact.cdef, flags, artifact.libraries)
     library = _libraries.get(key)
     if library is None:
-        library = _libraries[key] = cache.load_module(*key)
+        library = cache.load_module(*key)
+        if entries is not None:
+            _entry_points[library.__name__] = (cache.load_companion(library, entries[0]), dict(artifact.interfaces))
+        library = _libraries.setdefault(key, library)
     return library
 
 
@@ -181,7 +196,8 @@ class Executable:
     def __init__(self, interface: KernelInterface, library, check_arena: bool = False, signature: tuple = (),
                  reference: tuple | None = None):
         """``reference``: (``in_reference``, ``run_reference``) of the kernel (``fsmooth.kernel``): a
-        call while ``in_reference()`` is true is ``run_reference(args)``, the kernel's Python."""
+        call while the ContextVar ``in_reference`` is true is ``run_reference(args)``, the kernel's
+        Python."""
         self.interface = interface
         # The parameters as the kernel declares them: a tuple parameter is passed to C as its
         # components (the interface's parameters), so its argument is flattened first.
@@ -223,7 +239,15 @@ class Executable:
         self._needs_scratch = interface.scratch_formula != 0
         self._no_scratch_buffer = np.empty(2 * SCRATCH_ALIGN, dtype=np.uint8)
         self._no_scratch = ffi.cast("void *", -(-self._no_scratch_buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN)
-        self.call = call_function(self, reference)
+        # The call: the kernel's C entry point where its library has one for this interface,
+        # handing what it does not take to the Python call (``fsmooth.python_entry``).
+        self.python_call = call_function(self, reference)
+        self.call = self.python_call
+        entries, interfaces = _entry_points.get(getattr(library, "__name__", None), (None, {}))
+        if (interfaces.get(name) == interface and has_entry_point(interface) and self._flatten is None
+                and not check_arena):
+            self.call = getattr(entries, symbol)(entry_state(interface, self.python_call,
+                                                             reference[0] if reference else None, raise_status))
 
     def __repr__(self) -> str:
         return f"<fsmooth executable {self.interface.name}>"
@@ -377,7 +401,7 @@ def call_function(executable: Executable, reference: tuple | None = None):
            "flatten": executable._flatten, "arity_error": executable._arity_error}
     lines = ["def call(*args):"]
     if reference is not None:
-        env["in_reference"], env["run_reference"] = reference
+        env["in_reference"], env["run_reference"] = reference[0].get, reference[1]
         lines += ["    if in_reference():", "        return run_reference(args)"]
     if executable._flatten is not None:
         lines.append("    args = flatten(args)")  # checks the number of arguments itself
@@ -440,8 +464,11 @@ def call_function(executable: Executable, reference: tuple | None = None):
                       "        capacity = -1", "    if capacity < nbytes:", "        arena = scratch(nbytes)"]
         arena = "arena" if executable._needs_scratch else "no_scratch"
         lines.append(f"    status = kernel({', '.join([arena, *outs, *c_args])})")
-    lines += ["    if status:", "        raise_status(name, status)",
-              f"    return {_assembled(interface.result, iter(values))}"]
+    lines += ["    if status:", "        raise_status(name, status)"]
+    if interface.kept_length:  # a filter: the kept elements, out_0[:out_1]
+        lines.append(f"    return r0[:{values[1]}]")
+    else:
+        lines.append(f"    return {_assembled(interface.result, iter(values))}")
     exec(compile("\n".join(lines) + "\n", f"<fsmooth call of {interface.name}>", "exec"), env)
     return env["call"]
 

@@ -6,6 +6,7 @@ Expressions:
   | s2 ≅ s3 (S-If: the shapes of both branches, which must agree)
   | ifold_shp f z (S-Ifold: the state shape, which the step function must preserve)
   | ⟨s, ..., s⟩ (the shape of a tuple is the tuple of its components' shapes) | s.k
+  | filter_shp s (a filter of an array of shape s: its length ∘, known at run time; its capacity s's)
 
 Values (what partial evaluation, ``shape.sizes``, computes):
   ∘ (``CIRC``)            the shape of a scalar; also a Card whose value is known only at run time
@@ -107,6 +108,11 @@ class SIfold(SExpr):
 
 
 @dataclass(frozen=True)
+class SFilter(SExpr):
+    arr: SExpr
+
+
+@dataclass(frozen=True)
 class STuple(SExpr):
     items: tuple
 
@@ -149,6 +155,8 @@ CIRC = Circ()
 class VecShape:
     card: sympy.Expr
     elem: object  # a shape value
+    # a filtered array's: card is ∘ (its length is known at run time), capacity what it filters'
+    capacity: sympy.Expr | None = None
 
     def __str__(self) -> str:
         return show_value(self)
@@ -226,6 +234,8 @@ def show(s: SExpr, indent: int = 0) -> str:
             return f"{_atomic(a, indent)} ≅ {_atomic(b, indent)}"
         case SIfold(fn, init):
             return f"ifold_shp {_atomic(fn, indent)} {_atomic(init, indent)}"
+        case SFilter(arr):
+            return f"filter_shp {_atomic(arr, indent)}"
         case STuple(items):
             return f"⟨{', '.join(show(x, indent) for x in items)}⟩"
         case SProj(arg, index):

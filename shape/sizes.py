@@ -17,7 +17,7 @@ import sympy
 from fsmooth.errors import CompileError
 from fsmooth.types import ArrayT, Card, TupleT, Type, rank
 
-from .ir import (CARD_OPS, CIRC, Circ, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet,
+from .ir import (CARD_OPS, CIRC, Circ, SApp, SCard, SCardOp, SCirc, SExpr, SFilter, SFst, SIf, SIfold, SLam, SLet,
                  SPair, SProj, SSnd, STuple, SVar, TupleShape, VecShape, show_value)
 
 
@@ -160,6 +160,9 @@ def evaluate(s: SExpr, env: dict):
                 z = joined
             raise CompileError(f"the state of this ifold changes shape: from {show_value(z)} "
                                f"to {show_value(step)}", loc)
+        case SFilter(arr):
+            a = evaluate(arr, env)  # a filter of a filter: the first one's capacity
+            return VecShape(CIRC, a.elem, a.card if a.capacity is None else a.capacity)
         case STuple(items):
             return TupleShape(tuple(evaluate(x, env) for x in items))
         case SProj(arg, index):

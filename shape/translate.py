@@ -10,12 +10,14 @@ from __future__ import annotations
 import sympy
 
 from fsmooth import core
-from fsmooth.core import App, Build, Call, ForeignCall, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var
-from fsmooth.types import Card
+from fsmooth.core import (App, Build, Call, Filter, ForeignCall, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp,
+                          Proj, Tuple, Var)
+from fsmooth.types import Card, TupleT
 
 from . import sizes
-from .ir import (CARD_OPS, SApp, SCard, SCardOp, SCirc, SExpr, SFst, SIf, SIfold, SLam, SLet, SPair, SProj,
-                 SSnd, STuple, SVar, ShapeKernel, ShapeProgram)
+from .filters import check_filters
+from .ir import (CARD_OPS, SApp, SCard, SCardOp, SCirc, SExpr, SFilter, SFst, SIf, SIfold, SLam, SLet, SPair, SProj,
+                 SSnd, STuple, SVar, ShapeKernel, ShapeProgram, VecShape)
 
 
 def shp(name: str) -> str:
@@ -52,6 +54,10 @@ def shape_of(e: core.Expr) -> SExpr:
             return SPair(shape_of(size), SApp(shape_of(fn), (SCirc(),)), e.loc)
         case Ifold(fn, init, _):
             return SIfold(shape_of(fn), shape_of(init), e.loc)
+        case Iscan(_, _, count, ty):
+            return _scan_shape(shape_of(count), ty, e.loc)
+        case Filter(_, arr):
+            return SFilter(shape_of(arr))
         case Length(arr):
             return SFst(shape_of(arr))
         case Get(arr, _):
@@ -63,6 +69,14 @@ def shape_of(e: core.Expr) -> SExpr:
     raise AssertionError(e)
 
 
+def _scan_shape(count: SExpr, ty, loc) -> SExpr:
+    """An iscan's states: ``count`` scalars (S-Build's shape, its size static as a build's), per
+    component of a tuple state."""
+    if isinstance(ty, TupleT):
+        return STuple(tuple(_scan_shape(count, t, loc) for t in ty.items))
+    return SPair(count, SCirc(), loc)
+
+
 def kernel_functions(p: core.Program) -> dict:
     """The environment of shape functions: ``f_shp`` for every kernel of ``p``."""
     env: dict = {}
@@ -71,11 +85,14 @@ def kernel_functions(p: core.Program) -> dict:
     return env
 
 
-def shape_kernel(k: core.KernelDef, functions: dict) -> ShapeKernel:
+def shape_kernel(k: core.KernelDef, functions: dict, program: core.Program) -> ShapeKernel:
+    check_filters(program, k)
     params = tuple(shp(n) for n, _ in k.params)
     param_shapes = tuple(sizes.param_shape(n, t) for n, t in k.params)
     function = SLam(params, shape_of(k.body))
     result = sizes.evaluate(function.body, {**functions, **dict(zip(params, param_shapes))})
+    if isinstance(result, VecShape) and result.capacity is not None:
+        result = VecShape(result.capacity, result.elem)  # a filter's result: the caller reserves its capacity
     simplified = sizes.reify(result, dict(zip(params, param_shapes)))
     symbols = tuple(s for v in param_shapes for s in sizes.shape_symbols(v))
     return ShapeKernel(k.name, params, function, simplified, param_shapes, result, symbols)
@@ -84,4 +101,4 @@ def shape_kernel(k: core.KernelDef, functions: dict) -> ShapeKernel:
 def shape_program(p: core.Program) -> ShapeProgram:
     """Every kernel's shape function, translated and partially evaluated."""
     functions = kernel_functions(p)
-    return ShapeProgram({name: shape_kernel(k, functions) for name, k in p.kernels.items()}, p.entry)
+    return ShapeProgram({name: shape_kernel(k, functions, p) for name, k in p.kernels.items()}, p.entry)

@@ -31,30 +31,41 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20240613)
 
 
-def builds_kernels(context) -> bool:
-    """Whether an OpenCL context can build a trivial kernel (PoCL 3.0's LLVM cannot target some
-    newer CPUs)."""
-    import pyopencl as cl
-
-    try:
-        cl.Program(context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
-        return True
-    except (cl.Error, RuntimeError):
-        return False
-
-
 @pytest.fixture(scope="session")
 def opencl_context():
-    """PoCL (fsmooth's default device) where it builds a kernel, else Oclgrind's CPU device."""
+    """fsmooth's default device (Intel's CPU runtime where intel-opencl-rt is installed, as the
+    test extra does on Linux x86-64, else PoCL's) where it builds a kernel, else Oclgrind's CPU
+    device."""
     import pyopencl as cl
 
-    from fsmooth.opencl_device import default_context
+    from fsmooth.opencl_device import builds_kernels, default_context
 
     try:
         default = default_context()
-        if builds_kernels(default):
+        if builds_kernels(default.devices[0]):
             return default
     except RuntimeError:
         pass
     grind = next(p for p in cl.get_platforms() if p.name == "Oclgrind")
     return cl.Context(grind.get_devices())
+
+
+@pytest.fixture(scope="session")
+def intel_cpu_context():
+    """A context on Intel's OpenCL CPU runtime, which the test extra installs on Linux x86-64
+    (intel-opencl-rt, intel-cmplr-lib-rt) and fsmooth registers with the ICD loader: there it
+    must be present, elsewhere the test is skipped."""
+    import platform
+    import sys
+
+    import pyopencl as cl
+
+    from fsmooth import opencl_device, opencl_icd
+
+    if not (sys.platform.startswith("linux") and platform.machine() == "x86_64"):
+        pytest.skip("the test extra installs Intel's OpenCL CPU runtime on Linux x86-64 only")
+    library = opencl_icd.intel_cpu_library()
+    assert library is not None, "intel-opencl-rt is not installed: pip install '.[test]'"
+    intel = [p for p in cl.get_platforms() if opencl_device.INTEL_CPU_PLATFORM in p.name.lower()]
+    assert intel, f"the ICD loader does not list {library}: {opencl_icd.why_unlisted(library)}"
+    return cl.Context(intel[0].get_devices())

@@ -90,3 +90,28 @@ def run_under_oclgrind(python_code: str, timeout: float = 300) -> tuple[bool, st
         tail = (done.stdout + done.stderr)[-4000:]
         return False, "\n\n".join(diagnostics + [f"exit status {done.returncode}:\n{tail}"])
     return not diagnostics, "\n\n".join(diagnostics)
+
+
+# ----------------------------------------------------------------------------- C programs
+
+def pip_opencl() -> tuple[list[str], dict] | None:
+    """How a C program uses the OpenCL of pip's wheels (None where pyopencl is not installed):
+    the link flags of the ICD loader that pyopencl's wheel ships (``.libs/libOpenCL-*.so*``), and
+    the environment under which that loader finds the wheel's ICDs, Oclgrind's and PoCL's, with
+    Oclgrind's checks on.  The loader needs ``PYOPENCL_HOME`` (the pyopencl folder: it reads the
+    ``.icd`` files of its ``.libs``; unset, this build of ocl-icd crashes), and dlopen finds the
+    ICD libraries those files name through ``LD_LIBRARY_PATH``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyopencl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    home = pathlib.Path(list(spec.submodule_search_locations)[0])
+    loaders = sorted((home / ".libs").glob("libOpenCL*.so*"))
+    if not loaders:
+        return None
+    libs = home / ".libs"
+    flags = [f"-L{libs}", f"-l:{loaders[0].name}", f"-Wl,-rpath,{libs}"]
+    env = {**OCLGRIND_ENV, "PYOPENCL_HOME": str(home),
+           "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(libs), os.environ.get("LD_LIBRARY_PATH")]))}
+    return flags, env

@@ -129,7 +129,7 @@ def binders(e: core.Expr) -> list[str]:
             return [n for n, _ in params] + binders(body)
         case If(c, a, b):
             return binders(a) + binders(b)
-        case Build(_, fn) | Ifold(fn, _, _):
+        case Build(_, fn) | Ifold(fn, _, _) | core.Iscan(fn, _, _) | core.Filter(fn, _):
             return binders(fn)
     return []
 
@@ -154,8 +154,11 @@ def assert_anf(e: core.Expr):
         case Build(n, Lam(_, body)):
             assert core.is_atom(n), e
             assert_anf(body)
-        case Ifold(Lam(_, body), z, n):
+        case Ifold(Lam(_, body), z, n) | core.Iscan(Lam(_, body), z, n):
             assert core.is_atom(z) and core.is_atom(n), e
+            assert_anf(body)
+        case core.Filter(Lam(_, body), a):
+            assert core.is_atom(a), e
             assert_anf(body)
         case Var() | Lit():
             pass

@@ -137,3 +137,21 @@ def test_adbench_memory_ladder_quick(tmp_path):
     leaky, default = growth.values()
     assert leaky[-1] - leaky[0] > 500, growth  # about 1 MB a call leaks at this size
     assert abs(default[-1] - default[0]) <= 256, growth
+
+
+def test_scan_filter_benchmark_checks_and_times_every_case(tmp_path):
+    """``python -m benchmarks.scan_filter --quick``: every case agreed with numpy (it asserts so
+    before timing) and was timed at both sizes; the JSON and the plot are written."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.scan_filter", "--quick", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "scan_filter.json").read_text())
+    assert {p.name for p in tmp_path.iterdir()} >= {"scan_filter.json", "scan_filter.png"}
+    assert set(results["cases"]) == {"cumsum", "filter", "filter+sum"}
+    for name, by_size in results["cases"].items():
+        assert set(by_size) == {str(n) for n in results["settings"]["sizes"]}, name
+        for row in by_size.values():
+            assert row["fsmooth_s"] > 0 and row["numpy_s"] > 0
+            assert math.isclose(row["numpy_over_fsmooth"], row["numpy_s"] / row["fsmooth_s"])
+            assert row["scratch_bytes"] == 0  # the scan and the filter write the result, the fused one nothing
+    assert "load average" in done.stdout

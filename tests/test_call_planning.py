@@ -1,5 +1,7 @@
-"""A kernel's call is planned once (``fsmooth.runtime.call_function``): after the first call, a call
-runs one Python function, written for the kernel, and no symbolic work; every check still holds.
+"""A kernel's call is planned once (``fsmooth.runtime.call_function``, ``fsmooth.python_entry``):
+after the first call, a call runs the kernel's C entry point, no Python function and no symbolic
+work; every check still holds (tests/test_entry_points.py compares the entry point with the
+Python call it hands the uncommon cases to).
 Work is counted (Python frames entered, sympy calls), never timed (``benchmarks/call_overhead.py``
 measures the time)."""
 from __future__ import annotations
@@ -78,9 +80,12 @@ def python_frames(fn, *args) -> list[str]:
 
 
 @pytest.mark.parametrize("kernel, args", CASES, ids=[k.name for k, _ in CASES])
-def test_a_call_runs_one_python_function(kernel, args):
+def test_a_call_runs_no_python_function(kernel, args):
     kernel(*args)  # the first call compiles and plans
-    assert python_frames(kernel, *args) == [f"call in <fsmooth call of {kernel.name}>"]
+    assert python_frames(kernel, *args) == []  # the entry point, C
+    # the Python call, what the entry point hands the uncommon cases to, is one function once planned
+    kernel.executable().python_call(*args)
+    assert python_frames(kernel.executable().python_call, *args) == [f"call in <fsmooth call of {kernel.name}>"]
 
 
 @pytest.mark.parametrize("kernel, args", CASES, ids=[k.name for k, _ in CASES])

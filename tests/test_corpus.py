@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, triangular, tuples
+from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, scan_filter, triangular, tuples
 from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work)
+MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work, scan_filter)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -213,6 +213,19 @@ CASES = [
     Case(tuples.swap_steps, lambda rng, n: (float(rng.normal()), float(rng.normal()), n), (0, 1, 2, 5)),
     Case(tuples.calls_tuple_kernels, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(tuples.named_like_outputs, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(scan_filter.cumulative_sum, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.index_cumulative_sum, lambda rng, n: (rng.integers(-1000, 1000, n),), VECTOR_SIZES),
+    Case(scan_filter.running_max, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.integral_image, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(scan_filter.sum_and_max_prefixes, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(scan_filter.fibonacci, lambda rng, n: (n,), (0, 1, 2, 17, 90)),
+    Case(scan_filter.total_of_prefix_sums, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
+    Case(scan_filter.keep_inliers, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.inlier_cost, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.positive_below, lambda rng, n: (vec(rng, n), 1.5), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.inlier_count_and_mean, lambda rng, n: (vec(rng, n), 1.0), VECTOR_SIZES + (5000,)),
+    Case(scan_filter.odd_indices, lambda rng, n: (rng.integers(-50, 50, n),), VECTOR_SIZES),
+    Case(scan_filter.inliers_per_row, lambda rng, s: (mat(rng, *s), 1.0), MATRIX_SIZES),
 ]
 
 def _copy(value):
@@ -237,6 +250,7 @@ def _edge_sizes(case: Case) -> tuple:
 
 EDGE_EXCLUDED = {
     ("vector_slice", 0),  # its slice is inclusive: an empty vector has none
+    ("fibonacci", 100),  # F(93) leaves int64: tests/test_scan_filter.py checks that OverflowError
 }
 
 PARAMS = [pytest.param(case, variant, id=f"{_module_of(case.kernel).__name__.split('.')[-1]}."
@@ -304,6 +318,12 @@ def outcome(fn, args):
 
 @pytest.mark.parametrize("case, variant", PARAMS)
 def test_compiled_matches_reference(case: Case, variant):
+    check_compiled(case, variant, case.kernel)
+
+
+def check_compiled(case: Case, variant, run: Callable) -> None:
+    """``run`` (the kernel compiled to C, or through OpenCL on some device) against the reference
+    and the numpy oracle: the same result, or the same error, and its inputs left as they were."""
     args = arguments(case, variant)
     originals = [_copy(a) for a in args]
     reference = outcome(case.kernel.reference, args)
@@ -311,9 +331,9 @@ def test_compiled_matches_reference(case: Case, variant):
         # the same error; where the reference reads outside an array, the compiled call may
         # refuse the sizes before it runs (ValueError naming the parameter, README "Errors")
         with pytest.raises((ValueError, IndexError) if reference[1] is IndexError else reference[1]):
-            case.kernel(*args)
+            run(*args)
         return
-    got = case.kernel(*args)
+    got = run(*args)
     expected = with_rows_of(reference[1], got)
     check_result_type(got, case.kernel.program().main.result)
     assert_close(got, expected, **case.tol)

@@ -22,7 +22,7 @@ from fsmooth.shape.sizes import size_symbol
 from fsmooth.strategies import Strategy
 from fsmooth.types import Double
 from opencl_oclgrind import run_under_oclgrind
-from test_corpus import CASES, arguments, assert_close, check_result_type
+from test_corpus import CASES, PARAMS, arguments, assert_close, check_compiled, check_result_type
 
 ONE_VARIANT = 2  # variants per corpus case: the smallest sizes, 1 included
 
@@ -52,6 +52,13 @@ def test_corpus_through_opencl_equals_reference(context, case, variant):
     got = case.kernel.opencl(*args, context=context)
     check_result_type(got, case.kernel.program().main.result)
     assert_close(got, expected, **case.tol)
+
+
+@pytest.mark.parametrize("case, variant", PARAMS)
+def test_corpus_compiled_by_intel_cpu_runtime(intel_cpu_context, case, variant):
+    """Every corpus kernel at every size of the C tests, empty and large ones included, built by
+    Intel's OpenCL CPU runtime (a real compiler, where Oclgrind interprets): as the C is checked."""
+    check_compiled(case, variant, lambda *args: case.kernel.opencl(*args, context=intel_cpu_context))
 
 
 def test_single_precision_corpus_needs_no_fp64():

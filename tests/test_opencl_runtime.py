@@ -1,8 +1,12 @@
-"""The pyopencl launcher against hand-written ``OpenCLArtifact``s, on PoCL's CPU device (and, for
-the race and bounds checks, on Oclgrind)."""
+"""The pyopencl launcher against hand-written ``OpenCLArtifact``s, on fsmooth's default device (and,
+for the race and bounds checks, on Oclgrind); the device choice, and the registration of Intel's
+OpenCL CPU runtime with the ICD loader (``fsmooth.opencl_icd``)."""
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,7 +15,7 @@ import pyopencl.array as cl_array
 import pytest
 import sympy
 
-from fsmooth import opencl_device, opencl_executable
+from fsmooth import opencl_device, opencl_executable, opencl_icd
 from fsmooth.artifact import Constraint, KernelInterface, SizeSource
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.types import Array, Bool, Double, Float, Index, type_str
@@ -407,17 +411,38 @@ def _fake_platform(name, *types):
     return SimpleNamespace(name=name, get_devices=lambda: devices)
 
 
-def test_device_choice_prefers_a_gpu_then_pocl_and_never_a_simulator():
+def test_device_choice_prefers_a_gpu_then_a_cpu_device_that_builds_kernels():
     dt = cl.device_type
     sim = _fake_platform("Oclgrind", dt.ALL)
     pocl = _fake_platform("Portable Computing Language", dt.CPU)
+    intel = _fake_platform("Intel(R) OpenCL", dt.CPU)
     other_cpu = _fake_platform("Some CPU runtime", dt.CPU)
     nvidia = _fake_platform("NVIDIA CUDA", dt.GPU)
-    assert opencl_device.choose_device([sim, other_cpu, pocl, nvidia]).name == "NVIDIA CUDA 0"
-    assert opencl_device.choose_device([sim, other_cpu, pocl]).name == "Portable Computing Language 0"
-    assert opencl_device.choose_device([sim, other_cpu]).name == "Some CPU runtime 0"
-    with pytest.raises(RuntimeError, match="no usable OpenCL device"):
-        opencl_device.choose_device([sim])
+    tried = []
+
+    def builds_all_but(*failing):
+        def builds(device):
+            tried.append(device.name)
+            return device.name not in failing
+        return builds
+
+    choose = opencl_device.choose_device
+    assert choose([sim, other_cpu, pocl, intel, nvidia], builds_all_but()).name == "NVIDIA CUDA 0"
+    assert tried == []  # a GPU is taken without a trial build
+    assert choose([sim, other_cpu, pocl, intel], builds_all_but()).name == "Intel(R) OpenCL 0"
+    assert tried == ["Intel(R) OpenCL 0"]
+    assert choose([sim, other_cpu, pocl], builds_all_but()).name == "Portable Computing Language 0"
+    assert choose([sim, other_cpu], builds_all_but()).name == "Some CPU runtime 0"
+    # PoCL 3.0 on a CPU its LLVM does not know builds nothing: the next CPU runtime is taken
+    tried.clear()
+    chosen = choose([pocl, other_cpu, intel], builds_all_but("Intel(R) OpenCL 0", "Portable Computing Language 0"))
+    assert chosen.name == "Some CPU runtime 0"
+    assert tried == ["Intel(R) OpenCL 0", "Portable Computing Language 0", "Some CPU runtime 0"]
+    # none builds: the preferred one, whose build then says why
+    assert choose([other_cpu, pocl], builds_all_but("Some CPU runtime 0", "Portable Computing Language 0")).name \
+        == "Portable Computing Language 0"
+    with pytest.raises(RuntimeError, match="no usable OpenCL device.*intel-opencl-rt"):
+        choose([sim], builds_all_but())
 
 
 def test_default_device_here_is_a_real_device():
@@ -435,6 +460,93 @@ def test_pyopencl_ctx_is_honoured(monkeypatch):
     if "Oclgrind" in names:
         monkeypatch.setenv("PYOPENCL_CTX", str(names.index("Oclgrind")))
         assert opencl_device.select_context().devices[0].platform.name == "Oclgrind"
+
+
+# ----------------------------------------------------------------------------- Intel's CPU runtime
+
+_LIST_PLATFORMS = """
+import os, warnings
+import pyopencl as cl
+{before}
+import fsmooth.opencl_device as d
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", RuntimeWarning)
+    chosen = d.default_context().devices[0].platform.name
+print(os.environ.get("OCL_ICD_VENDORS"))
+print("|".join(p.name for p in cl.get_platforms()))
+print(chosen)
+print("|".join(str(w.message) for w in caught if w.category is RuntimeWarning))
+"""
+
+
+def _in_a_fresh_process(cache: pathlib.Path, before: str = "") -> list[str]:
+    """What ``_LIST_PLATFORMS`` prints in a child with no OCL_ICD_VENDORS and its own cache."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_VENDORS", "PYOPENCL_CTX")}
+    env.update(FSMOOTH_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", _LIST_PLATFORMS.format(before=before)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_intel_cpu_runtime_is_registered_and_chosen(intel_cpu_context, tmp_path):
+    vendors, platforms, chosen, warned = _in_a_fresh_process(tmp_path)
+    folder = pathlib.Path(vendors)
+    assert folder.parent == tmp_path / "opencl-vendors"
+    library = pathlib.Path((folder / opencl_icd.ICD_NAME).read_text().strip())
+    assert library == opencl_icd.intel_cpu_library() and library.name == "libintelocl.so"
+    names = platforms.split("|")
+    # the .icd files pyopencl's wheel ships are still read: PoCL and Oclgrind stay listed
+    assert {"Intel(R) OpenCL", "Portable Computing Language", "Oclgrind"} <= set(names), names
+    assert chosen == "Intel(R) OpenCL" and warned == ""
+    assert "Intel(R) OpenCL" == intel_cpu_context.devices[0].platform.name
+
+
+def test_platforms_listed_before_the_registration_are_reported(intel_cpu_context, tmp_path):
+    # the ICD loader reads OCL_ICD_VENDORS once, at the first listing of the platforms
+    vendors, platforms, chosen, warned = _in_a_fresh_process(tmp_path, before="cl.get_platforms()")
+    assert "Intel(R) OpenCL" not in platforms.split("|") and chosen != "Intel(R) OpenCL"
+    assert "does not list it" in warned and "before fsmooth.opencl_device was imported" in warned
+
+
+def test_system_icd_files_stay_listed(tmp_path):
+    system = tmp_path / "vendors"
+    system.mkdir()
+    (system / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    (system / "README").write_text("not an .icd")
+    library = pathlib.Path("/env/lib/libintelocl.so")
+    files = opencl_icd.vendor_files(library, system)
+    assert files == {"nvidia.icd": "libnvidia-opencl.so.1\n", opencl_icd.ICD_NAME: f"{library}\n"}
+    (system / "intel.icd").write_text("/opt/intel/oneapi/lib/libintelocl.so\n")
+    assert opencl_icd.vendor_files(library, system) == {}  # the system lists an Intel runtime already
+
+
+def test_vendors_folder_is_named_by_its_content_and_written_once(tmp_path):
+    first = opencl_icd.write_vendors_folder({"a.icd": "/x/libintelocl.so\n"}, tmp_path)
+    stamp = (first / "a.icd").stat().st_mtime_ns
+    assert opencl_icd.write_vendors_folder({"a.icd": "/x/libintelocl.so\n"}, tmp_path) == first
+    assert (first / "a.icd").stat().st_mtime_ns == stamp
+    other = opencl_icd.write_vendors_folder({"a.icd": "/y/libintelocl.so\n"}, tmp_path)
+    assert other != first and (other / "a.icd").read_text() == "/y/libintelocl.so\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no staging left
+
+
+def test_a_set_ocl_icd_vendors_is_left_alone(monkeypatch, tmp_path):
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))
+    monkeypatch.setenv("FSMOOTH_CACHE_DIR", str(tmp_path / "cache"))
+    assert opencl_icd.register_intel_cpu_runtime() is None
+    assert os.environ["OCL_ICD_VENDORS"] == str(tmp_path) and not (tmp_path / "cache").exists()
+
+
+def test_a_library_that_does_not_load_is_reported(monkeypatch, tmp_path):
+    library = tmp_path / "libintelocl.so"
+    library.write_text("not a shared library")
+    folder = opencl_icd.write_vendors_folder({opencl_icd.ICD_NAME: f"{library}\n"}, tmp_path / "vendors")
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(folder))
+    assert opencl_icd.registered_library() == library
+    assert "does not load" in opencl_icd.why_unlisted(library)
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))
+    assert "not a folder fsmooth wrote" in opencl_icd.why_unlisted(library)
 
 
 # ----------------------------------------------------------------------------- Oclgrind
