@@ -18,7 +18,7 @@ from fsmooth.dps import ir as dps
 from fsmooth.names import NameSupply
 
 from . import phrases as p
-from .from_dps import functional_body, result_acceptor, write_buffer
+from .from_dps import as_exp, functional_body, result_acceptor, write_buffer
 
 Cont = Callable[[p.Phrase], p.Phrase]
 
@@ -141,10 +141,16 @@ def _con_ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
 
 def _ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
     """reduceI (§4.2): the state is a ``new`` accumulator that each iteration reads and rewrites;
-    an array state is double-buffered instead, so no iteration reads the buffer it writes."""
+    an array state is double-buffered instead, so no iteration reads the buffer it writes; a
+    parallel reduction's iterations update its accumulator on threads (``ParallelReduce``)."""
     state_exp = p.Ident(e.state, p.ExpT(e.data))
 
     def loop(count: p.Phrase) -> p.Phrase:
+        if e.partials:  # a parallel reduction: its accumulator, declared around it, holds the init
+            acc = e.accumulator
+            return p.seq(t.acc(e.init, acc),
+                         p.ParallelReduce(count, e.index, acc, e.monoids, e.partials, t.acc(e.body, acc)),
+                         k(as_exp(acc)))
         if e.buffers is None:
             acc = p.Ident(e.state, p.AccT(e.data))
             return p.New(e.state, e.data, p.seq(

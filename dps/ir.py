@@ -41,6 +41,10 @@ Terms:
       name ``state``) and its body writes into buffers[(k + 1) % 2] -- the body's destination
       refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
       after the loop the current buffer is copied to dest (a single copy, none per iteration).
+      ``partials``: a reduction (``dps.reductions``) whose iterations run concurrently: each thread
+      folds a contiguous chunk of them from the identity of each component's operator
+      (``monoids``) into a state of its own, writes it to its cache line of the regions
+      ``partials`` (``parallel.partial_stride``), and the partials are combined with init in thread order (``dps.parallel``).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
   TupleOf(items, ty, dest, written) a tuple of atoms; in result position each component is written
                                    to its own destination (an array component is copied), but
@@ -220,6 +224,15 @@ class Ifold(Term):
     ty: Type
     buffers: tuple | None = None  # (b0, b1) for an array state; per component for a tuple state
     dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
+    # A parallel reduction (dps.parallel): the operator of each component of the state
+    # (dps.reductions.Monoid), and per component the region of the threads' partials, one
+    # cache line per thread; both () for a sequential ifold.
+    monoids: tuple = ()
+    partials: tuple = ()
+
+    @property
+    def parallel(self) -> bool:
+        return bool(self.partials)
 
 
 @dataclass(frozen=True)
@@ -277,6 +290,11 @@ class Program:
     entry: str
 
 
+def named_regions(t: Ifold) -> tuple:
+    """The regions ifold ``t`` names rather than refs: its double buffers and its partials."""
+    return buffer_names(t.buffers) + t.partials
+
+
 def buffer_names(buffers) -> tuple:
     """The region names in an ifold's ``buffers`` (array or tuple state), in order."""
     if buffers is None:
@@ -313,7 +331,7 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
     if isinstance(t, Call) and t.fn not in program.kernels:
         fail(f"call of '{t.fn}', which is not a kernel of the program")
     if isinstance(t, Ifold):
-        for b in buffer_names(t.buffers):
+        for b in named_regions(t):
             if b not in regions:
                 fail(f"ifold buffer '{b}' is not an allocated region")
     for child in children(t):
@@ -326,8 +344,9 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
             case Build(index=index, parallel=parallel):
                 # the number of the running thread (dps.parallel.THREAD) in a parallel build
                 inner_vars = variables | {index} | ({"thread∥"} if parallel else set())
-            case Ifold(state=state, index=index, body=body) if child is body:
-                inner_vars, inner_states = variables | {state, index}, states | {state}
+            case Ifold(state=state, index=index, body=body, partials=partials) if child is body:
+                inner_vars = variables | {state, index} | ({"thread∥"} if partials else set())
+                inner_states = states | {state}
         _check(child, inner_vars, inner_regions, inner_states, program, kernel)
 
 
