@@ -23,7 +23,10 @@ caller's scratch; ``malloc`` allocates each region at scope entry and frees it a
 their ``K_scratch_bytes`` is 0.  ``Options.parallel`` puts ``#pragma omp parallel for`` on each
 ``parfor`` the DPS stage marked parallel (the outermost loops, ``fsmooth.dps.parallel``) whose
 threads share no storage (``_iterations_independent``), on at most the kernel's thread count of
-threads (its last parameter), each using the slice of the scratch its number selects.
+threads (its last parameter), each using the slice of the scratch its number selects; a
+parallel reduction (``ParallelReduce``) is a ``#pragma omp parallel`` region in which each thread
+folds its static chunk into a partial, the partials combined in thread order after it
+(``reduction_loop``; never OpenMP's ``reduction`` clause, whose order is unspecified).
 """
 from __future__ import annotations
 
@@ -132,21 +135,22 @@ class CKernelEmitter(KernelEmitter):
         build (``_parallel_loop``)."""
         if not (self.options.parallel and not self.in_parallel and self._iterations_independent(c.body)):
             return super().reduction_loop(c, env, ranges)
+        k = self.fresh_number()
+        trips, team, size, chunk, longer, first, end, t = (
+            f"fs_{name}{k}" for name in ("trips", "team", "threads", "chunk", "longer", "first", "end", "t"))
         checks: list = []
         n = self.index(c.count, env, ranges, checks)
-        trips = strip_parentheses(self.checked_size(n, ranges, checks))
-        k = self.fresh_number()
-        team, size, chunk, longer, first, end, t = (f"fs_{name}{k}" for name in
-                                                   ("team", "threads", "chunk", "longer", "first", "end", "t"))
-        leaves = [leaf for _, leaf in p.record_leaves(p.data_of(c.accumulator))]
-        accumulators = [p.proj_path(c.accumulator, path) for path, _ in p.record_leaves(p.data_of(c.accumulator))]
+        checks.append(f"const int64_t {trips} = {strip_parentheses(self.checked_size(n, ranges, checks))};")
+        leaves = p.record_leaves(p.data_of(c.accumulator))
+        accumulators = [p.proj_path(c.accumulator, path) for path, _ in leaves]
         totals = [self.lvalue(a, env, ranges, checks) for a in accumulators]
         partials = [self.resolve(partial, env, ranges, checks)[0].cname for partial in c.partials]
+        strides = [partial_stride(monoid.ty) for monoid in c.monoids]
         threads_size = self.rename(size_symbol(self.k.threads), env)
         shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
         own, self.in_parallel = self.exit, True
         try:
-            mine = [self.namer.fresh(a.name) for a in accumulators]
+            mine = [self.namer.fresh(a.name) for a in accumulators]  # the thread's accumulators
             i = self.namer.fresh(c.index)
             inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
             inner_env = {**env, **{a.name: ScalarVariable(m) for a, m in zip(accumulators, mine)},
@@ -159,13 +163,13 @@ class CKernelEmitter(KernelEmitter):
                  f"const int64_t {chunk} = {trips} / {size}, {longer} = {trips} % {size};",
                  f"const int64_t {first} = {THREAD_C} * {chunk} + ({THREAD_C} < {longer} ? {THREAD_C} : {longer});",
                  f"const int64_t {end} = {first} + {chunk} + ({THREAD_C} < {longer});"]
-        lines += [f"{c_type(leaf)} {m} = {identity_literal(monoid)};" for leaf, m, monoid in zip(leaves, mine, c.monoids)]
+        lines += [f"{c_type(leaf)} {m} = {identity_literal(monoid)};"
+                  for (_, leaf), m, monoid in zip(leaves, mine, c.monoids)]
         lines += [f"int {own.status} = 0;"] if own.used else []
         lines += [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
         if own.used:
             lines += [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
                       f"    {shared.status} = {own.status};", "}"]
-        strides = [partial_stride(monoid.ty) for monoid in c.monoids]
         lines += [f"{partial}[{self.cint(stride * index_symbol(THREAD_C), inner_ranges)}] = {m};"
                   for partial, m, stride in zip(partials, mine, strides)]
         lines += [f"if ({THREAD_C} == 0) {team} = {size};"]
@@ -175,9 +179,10 @@ class CKernelEmitter(KernelEmitter):
         if own.used:
             loop.append(f"if ({shared.status} != 0) goto {shared.label};")
             shared.used = True
-        places = [f"{partial}[{self.cint(stride * index_symbol(t), ranges)}]" for partial, stride in zip(partials, strides)]
-        combine = [f"{total} = {prims.PRIMS[monoid.op].c.format(total, place, t=prims.c_suffix(leaf.scalar))};"
-                   for total, place, monoid, leaf in zip(totals, places, c.monoids, leaves)]
+        combine = []
+        for total, partial, stride, monoid, (_, leaf) in zip(totals, partials, strides, c.monoids, leaves):
+            place = f"{partial}[{self.cint(stride * index_symbol(t), ranges)}]"
+            combine.append(f"{total} = {prims.PRIMS[monoid.op].c.format(total, place, t=prims.c_suffix(leaf.scalar))};")
         self.reads.update(dict.fromkeys(totals, True))
         return loop + [f"for (int64_t {t} = 0; {t} < {team}; {t}++) {{"] + indent(combine) + ["}"]
 

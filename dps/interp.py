@@ -277,8 +277,8 @@ class _Frame:
             return components if tuple_state else components[0]
         state = self.run(t.init)
         partials = [value(tuple(m.identity for m in t.monoids))] * team
-        slots = [[self.regions[r].plus(thread * partial_stride(m.ty) * BYTES[m.ty]) for r, m in zip(t.partials, t.monoids)]
-                 for thread in range(team)]
+        slots = [[self.regions[r].plus(thread * partial_stride(m.ty) * BYTES[m.ty])
+                  for r, m in zip(t.partials, t.monoids)] for thread in range(team)]
         concurrent = _Concurrent()
         self.arena.concurrent.append(concurrent)
         for k in range(n):

@@ -44,7 +44,8 @@ Terms:
       ``partials``: a reduction (``dps.reductions``) whose iterations run concurrently: each thread
       folds a contiguous chunk of them from the identity of each component's operator
       (``monoids``) into a state of its own, writes it to its cache line of the regions
-      ``partials`` (``parallel.partial_stride``), and the partials are combined with init in thread order (``dps.parallel``).
+      ``partials`` (``parallel.partial_stride``), and the partials are combined with init in
+      thread order (``dps.parallel``).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
   TupleOf(items, ty, dest, written) a tuple of atoms; in result position each component is written
                                    to its own destination (an array component is copied), but

@@ -2,26 +2,30 @@
 
 Only the outermost loop runs in parallel: a build not nested in another loop of its kernel (a
 build, or the body of an ifold) is parallel (the back end puts ``#pragma omp parallel for`` on
-it), unless its kernel is itself called from inside a parallel build or an ifold's body (or
-from such a kernel).  So is an outermost ifold that is a reduction (``dps.reductions``: GMM's
-sum over the points): each thread folds a contiguous chunk of the iterations, as OpenMP's static
-schedule deals them, from the identity of each component's operator into a partial of its own;
-the partials go to a region of one cache line per thread, and are combined with the init in
-thread order, so the result is deterministic for a given thread count.  That regroups the operations:
-a Double ``+`` or ``*`` may round differently from the sequential fold (the reassociation
-``parallel=True`` allows; min and max give the same bits).  An Index or Card ``+`` or ``*``
-stays sequential: a regrouped sum may overflow int64 where the sequential one does not, or the
-other way round, and an overflow must be an error exactly where the reference's is.  Such a loop runs once per iteration of an outer loop, and an OpenMP
-region around it would be started as often: that costs microseconds each time (for a nested
-region too, which runs on one thread), far more than the few iterations of an inner loop
-(GMM's builds over the components inside its fold over the points; BA's 3-vectors inside its
-build over the observations).  A loop of a known small trip count (``MIN_PARALLEL_TRIPS``) is
-not worth a team either: it stays sequential, and the loops inside it are the outermost.
+it), and so is such an ifold that is a reduction (below), unless its kernel is itself called
+from inside a parallel loop or an ifold's body (or from such a kernel).  Such a loop runs once
+per iteration of an outer loop, and an OpenMP region around it would be started as often: that
+costs microseconds each time (for a nested region too, which runs on one thread), far more than
+the few iterations of an inner loop (GMM's builds over the components inside its fold over the
+points; BA's 3-vectors inside its build over the observations).  A loop of a known small trip
+count (``MIN_PARALLEL_TRIPS``) is not worth a team either: it stays sequential, and the loops
+inside it are the outermost.
+
+A reduction (``dps.reductions``: GMM's sum over the points, ``acc + f(i)``) runs on the threads
+as two phases: each thread folds a contiguous chunk of the iterations, as OpenMP's static
+schedule deals them, from the identity of each component's operator into a partial of its own,
+and writes it to its cache line of a region (``partial_stride``); then the init and the partials
+are combined in thread order, so the result is the same for a given thread count.  That
+regroups the operations: a Double ``+`` or ``*`` may round differently from the sequential fold
+(the reassociation ``parallel=True`` allows, README); min and max give the same bits.  An Index
+or Card ``+`` or ``*`` stays sequential: a regrouped sum may overflow int64 where the sequential
+one does not, or the other way round, and an overflow must be an error exactly where the
+reference's is.
 
 The number of threads is an argument of every kernel of a parallel program, its thread-count
 parameter (``Kernel.threads``, a Card, the last parameter): the memory of a call is known
-before the call, so the scratch formula is over it.  Storage used inside a parallel build is
-private to a thread, never shared: each thread has a slice of the build's scratch (the body's
+before the call, so the scratch formula is over it.  Storage used inside a parallel loop is
+private to a thread, never shared: each thread has a slice of the loop's scratch (the body's
 peak, ``dps.layout``; a region hoisted out of the body, ``dps.hoist``), the one of number
 ``THREAD``; a thread runs its iterations one after another (a static schedule), reusing it.
 A call inside a parallel build (or an ifold's body) runs on one thread: it is passed 1 as its

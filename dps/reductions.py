@@ -108,6 +108,7 @@ def reduction(t: ir.Ifold) -> Reduction | None:
     else:
         results = [tail.atom.name] if isinstance(tail, ir.Atom_) and isinstance(tail.atom, Var) else []
         combinations = [lets.get(results[0])] if results else [tail]
+
     def is_state(v: Var, k: int) -> bool:
         """``v`` is the state (a scalar state), or a let of the spine projecting its component k."""
         if not isinstance(t.ty, TupleT):

@@ -78,7 +78,9 @@ class _Printer:
                 bufs = f" [{' '.join(ir.buffer_names(buffers))}]" if buffers else ""
                 count = atom(n) if isinstance(n, (Var, Lit)) else card(n)
                 # a parallel reduction: its operators, and the regions of its partials
-                word = f"ifold∥ ({', '.join(m.op for m in monoids)} → {' '.join(partials)})" if partials else "ifold"
+                word = "ifold"
+                if partials:
+                    word = f"ifold∥ ({', '.join(m.op for m in monoids)} → {' '.join(partials)})"
                 return (f"{word} {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
                         f"{pad}  ({self.term(init, indent + 1)}) {count}")
             case ir.Copy(dest, src):

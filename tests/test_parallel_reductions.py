@@ -88,6 +88,12 @@ def gathered_sum(v: Array[Double], ix: Array[Index]) -> Double:
     return ifold(lambda acc, i: acc + v[ix[i]], 0.0, length(ix))
 
 
+@fs.kernel
+def wrapped_sum(v: Array[Double], w: Array[Double]) -> Double:
+    """A trip count that is an expression (v's length plus w's), read modulo v's length."""
+    return ifold(lambda acc, i: acc + v[i % length(v)], 0.0, length(v) + length(w))
+
+
 def _ifold(kernel, options=Options()) -> ir.Ifold:
     """The one ifold of ``kernel``'s DPS, before it is marked parallel."""
     dps = run_pipeline(kernel.program(), options).dps
@@ -167,7 +173,8 @@ def test_gmm_sums_its_points_on_threads():
     source = compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source
     objective = _body(source, adbench_gmm.gmm_full_objective)
     fold = objective[objective.index("double acc_1;"):objective.index("slse = acc_1;")]
-    assert "#pragma omp parallel num_threads(nthreads) if(x_d0 > 1)" in fold
+    trips = re.search(r"#pragma omp parallel num_threads\(nthreads\) if\((fs_trips_\d+) > 1\)", fold).group(1)
+    assert f"const int64_t {trips} = x_d0;" in fold  # over the points
     assert "adbench_gmm_main_terms_body(" in fold and "omp" not in _body(source, adbench_gmm.main_terms)
 
 
@@ -202,6 +209,15 @@ def test_parallel_reduction_equals_reference_and_numpy(kernel, n):
     rtol = 0 if exact else 1e-12
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=0)
     np.testing.assert_allclose(got, ORACLES[kernel](*args), rtol=rtol, atol=0)
+
+
+def test_a_trip_count_that_is_an_expression():
+    rng = np.random.default_rng(3)
+    for n, m in ((1, 0), (1, 1), (5, 60), (70, 3)):
+        v, w = rng.standard_normal(n), np.zeros(m)
+        got = wrapped_sum.with_options(parallel=True)(v, w)
+        np.testing.assert_allclose(got, wrapped_sum.reference(v, w), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got, np.sum(v[np.arange(n + m) % n]), rtol=1e-12, atol=1e-15)
 
 
 def test_max_and_min_keep_nan_and_signed_zeros_as_the_sequential_fold():
