@@ -23,6 +23,7 @@ from fsmooth.dps.terms import names_used
 from fsmooth.options import Options
 from test_adbench_corpus import gmm_args
 from test_codegen_c import ASAN, Runner, run_under_address_sanitizer
+from test_corpus import CASES, _module_of, arguments, assert_close, outcome, with_rows_of
 
 PARALLEL = Options(parallel=True)
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -318,6 +319,28 @@ def test_gmm_parallel_and_sequential_agree():
     parallel = adbench_gmm.gmm_full_objective.with_options(parallel=True)(*args)
     np.testing.assert_allclose(parallel, sequential, rtol=1e-9, atol=0)
     np.testing.assert_allclose(parallel, adbench_gmm.np_gmm_full_objective(*args), rtol=1e-9, atol=0)
+
+
+# the corpus modules whose C with parallel=True has a parallel reduction
+REDUCING = ("gmm", "linalg", "loop_work", "ml", "tuples")
+CORPUS = [pytest.param(case, variant, id=f"{case.kernel.name}-{variant}")
+          for case in CASES if _module_of(case.kernel).__name__.split(".")[-1] in REDUCING
+          for variant in case.variants]
+
+
+@pytest.mark.parametrize("case, variant", CORPUS)
+def test_the_corpus_with_parallel_reductions_matches_the_reference(case, variant):
+    """tuples.py's folds over tuple states (argmax, Welford, online softmax), the corpus's sums,
+    maxima and norms, with parallel=True: the reference within rounding, or its error."""
+    args = arguments(case, variant)
+    reference = outcome(case.kernel.reference, args)
+    kernel = case.kernel.with_options(parallel=True)
+    if reference[0] == "error":
+        with pytest.raises((ValueError, IndexError) if reference[1] is IndexError else reference[1]):
+            kernel(*args)
+        return
+    got = kernel(*args)
+    assert_close(got, with_rows_of(reference[1], got), **case.tol)
 
 
 @pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
