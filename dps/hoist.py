@@ -10,10 +10,9 @@ allocs of the body; applied bottom-up, a region in nested loops floats out of al
 A sequential loop (a build or an ifold that is not parallel) shares the one region among
 its iterations: what an iteration keeps in it is dead when the iteration ends (its result is
 in the build's element or the ifold's state).  A parallel loop's threads (a build's, or a
-reduction's, ``dps.parallel``) run at once, so a
-region hoisted out of it holds one copy per thread, each ``count`` elements padded to whole cache
-lines, ``threads`` of them (the kernel's thread count), the thread numbered ``THREAD`` using
-``Offset(r, THREAD × slice)`` for each of
+reduction's, ``dps.parallel``) run at once, so a region hoisted out of it holds one copy per
+thread, each ``count`` elements padded to whole cache lines, ``threads`` of them (the kernel's
+thread count), the thread numbered ``THREAD`` using ``Offset(r, THREAD × slice)`` for each of
 its iterations in turn (``dps.parallel``): DPIA §6.4 hoists ``new`` out of ``parfor`` the same
 way, per work-item.  The two buffers of an array-state ifold are named by the ifold rather than
 ref'd, so they cannot be given an offset: they stay in a parallel build's body, where the
