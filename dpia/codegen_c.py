@@ -23,7 +23,10 @@ caller's scratch; ``malloc`` allocates each region at scope entry and frees it a
 their ``K_scratch_bytes`` is 0.  ``Options.parallel`` puts ``#pragma omp parallel for`` on each
 ``parfor`` the DPS stage marked parallel (the outermost loops, ``fsmooth.dps.parallel``) whose
 threads share no storage (``_iterations_independent``), on at most the kernel's thread count of
-threads (its last parameter), each using the slice of the scratch its number selects.
+threads (its last parameter), each using the slice of the scratch its number selects; a
+parallel reduction (``ParallelReduce``) is a ``#pragma omp parallel`` region in which each thread
+folds its static chunk into a partial, the partials combined in thread order after it
+(``reduction_loop``; never OpenMP's ``reduction`` clause, whose order is unspecified).
 """
 from __future__ import annotations
 
@@ -31,18 +34,20 @@ import re
 
 import sympy
 
+from fsmooth import prims
 from fsmooth.artifact import CArtifact, result_components
-from fsmooth.dps.parallel import THREAD
+from fsmooth.dps.parallel import THREAD, partial_stride
+from fsmooth.dps.reductions import INT64_MAX, INT64_MIN
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.foreign import ForeignUse, called_foreign, foreign_names
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.shape.sizes import size_symbol
-from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
+from fsmooth.types import BYTES, C_TYPE, ArrayT, Card, Index, element_scalar
 
 from . import phrases as p
-from .emit import (STATUS_OUT_OF_MEMORY, FailureExit, KernelEmitter, c_type, exported_name, indent,
+from .emit import (STATUS_OUT_OF_MEMORY, FailureExit, KernelEmitter, c_literal, c_type, exported_name, indent,
                    is_reserved, strip_parentheses)
 from .index_paths import BufferVariable, ScalarVariable, index_symbol
 
@@ -123,6 +128,68 @@ class CKernelEmitter(KernelEmitter):
             loop.append(f"if ({shared.status} != 0) goto {shared.label};")
             shared.used = True
         return loop
+
+    def reduction_loop(self, c: p.ParallelReduce, env: dict, ranges: Ranges) -> list[str]:
+        """A reduction on at most the kernel's thread count of threads (``dps.parallel``): thread
+        t of a team of T folds the iterations OpenMP's static schedule would deal it (one chunk,
+        the first ``n % T`` chunks one longer) into C variables of its own that start at the
+        identities, and writes them to element t of the partials; after the team, the
+        accumulator, which holds the init, takes the partials in thread order.  One iteration
+        runs without a team.  A failing iteration records its status in the thread's own variable
+        and ends the thread's chunk; the first failure any thread reports wins, as in a parallel
+        build (``_parallel_loop``)."""
+        if not (self.options.parallel and not self.in_parallel and self._iterations_independent(c.body)):
+            return super().reduction_loop(c, env, ranges)
+        k = self.fresh_number()
+        trips, team, size, chunk, longer, first, end, t = (
+            f"fs_{name}{k}" for name in ("trips", "team", "threads", "chunk", "longer", "first", "end", "t"))
+        checks: list = []
+        n = self.index(c.count, env, ranges, checks)
+        checks.append(f"const int64_t {trips} = {strip_parentheses(self.checked_size(n, ranges, checks))};")
+        leaves = p.record_leaves(p.data_of(c.accumulator))
+        accumulators = [p.proj_path(c.accumulator, path) for path, _ in leaves]
+        totals = [self.lvalue(a, env, ranges, checks) for a in accumulators]
+        partials = [self.resolve(partial, env, ranges, checks)[0].cname for partial in c.partials]
+        strides = [partial_stride(monoid.ty) for monoid in c.monoids]
+        threads_size = self.rename(size_symbol(self.k.threads), env)
+        shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
+        own, self.in_parallel = self.exit, True
+        try:
+            mine = [self.namer.fresh(a.name) for a in accumulators]  # the thread's accumulators
+            i = self.namer.fresh(c.index)
+            inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
+            inner_env = {**env, **{a.name: ScalarVariable(m) for a, m in zip(accumulators, mine)},
+                         c.index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
+            body = self.comm(c.body, inner_env, inner_ranges)
+        finally:
+            self.exit, self.in_parallel = shared, False
+        lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();",
+                 f"const int64_t {size} = omp_get_num_threads();",
+                 f"const int64_t {chunk} = {trips} / {size}, {longer} = {trips} % {size};",
+                 f"const int64_t {first} = {THREAD_C} * {chunk} + ({THREAD_C} < {longer} ? {THREAD_C} : {longer});",
+                 f"const int64_t {end} = {first} + {chunk} + ({THREAD_C} < {longer});"]
+        lines += [f"{c_type(leaf)} {m} = {identity_literal(monoid)};"
+                  for (_, leaf), m, monoid in zip(leaves, mine, c.monoids)]
+        lines += [f"int {own.status} = 0;"] if own.used else []
+        lines += [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
+        if own.used:
+            lines += [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
+                      f"    {shared.status} = {own.status};", "}"]
+        lines += [f"{partial}[{self.cint(stride * index_symbol(THREAD_C), inner_ranges)}] = {m};"
+                  for partial, m, stride in zip(partials, mine, strides)]
+        lines += [f"if ({THREAD_C} == 0) {team} = {size};"]
+        loop = checks + [f"int64_t {team} = 1;",
+                         f"#pragma omp parallel num_threads({self.cint(threads_size, ranges)}) if({trips} > 1)",
+                         "{"] + indent(lines) + ["}"]
+        if own.used:
+            loop.append(f"if ({shared.status} != 0) goto {shared.label};")
+            shared.used = True
+        combine = []
+        for total, partial, stride, monoid, (_, leaf) in zip(totals, partials, strides, c.monoids, leaves):
+            place = f"{partial}[{self.cint(stride * index_symbol(t), ranges)}]"
+            combine.append(f"{total} = {prims.PRIMS[monoid.op].c.format(total, place, t=prims.c_suffix(leaf.scalar))};")
+        self.reads.update(dict.fromkeys(totals, True))
+        return loop + [f"for (int64_t {t} = 0; {t} < {team}; {t}++) {{"] + indent(combine) + ["}"]
 
     def _iterations_independent(self, body: p.Phrase) -> bool:
         """No two threads running a parfor with this body share storage.  DPIA's parfor bodies
@@ -299,6 +366,14 @@ def unused_parameters(names, lines) -> list[str]:
     what -Wunused-parameter asks, and nothing for the parameters that are used."""
     text = "\n".join(lines)
     return [f"(void){name};" for name in names if not re.search(rf"\b{re.escape(name)}\b", text)]
+
+
+def identity_literal(monoid) -> str:
+    """The C of the identity of a reduction's operator (``dps.reductions.Monoid``): int64's
+    extremes by name (the literal of INT64_MIN is no C integer constant)."""
+    if monoid.identity in (INT64_MIN, INT64_MAX) and monoid.ty in (Index, Card):
+        return "INT64_MIN" if monoid.identity == INT64_MIN else "INT64_MAX"
+    return c_literal(monoid.identity, monoid.ty)
 
 
 def _mentions(e, name: str) -> bool:

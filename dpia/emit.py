@@ -419,6 +419,8 @@ class KernelEmitter:
                 checks = []
                 n = self.index(count, env, ranges, checks)
                 return checks + self.loop(index, n, body, env, ranges)
+            case p.ParallelReduce():
+                return self.reduction_loop(c, env, ranges)
             case p.ParFor(size, acc, index, out, elem, body) as c:
                 n = self.rename(size, env)
                 loop_var = p.Ident(index, p.ExpT(p.IdxT(size)))
@@ -496,6 +498,15 @@ class KernelEmitter:
         """The loop of a ``parfor``; ``scope`` adds the element acceptor to the body's environment;
         ``parallel``: the DPS build's mark (``dps.parallel``), which a back end with threads uses."""
         return self.loop(index, n, body, env, ranges, scope=scope)
+
+    def reduction_loop(self, c: p.ParallelReduce, env: dict, ranges: Ranges) -> list[str]:
+        """The loop of a parallel reduction where its iterations run one after another: the
+        accumulator, which holds the init, folds every element itself and the partials stay
+        unused.  A back end with threads overrides it."""
+        checks: list = []
+        n = self.index(c.count, env, ranges, checks)
+        unused = [f"(void){self.resolve(partial, env, ranges, checks)[0].cname};" for partial in c.partials]
+        return checks + unused + self.loop(c.index, n, c.body, env, ranges)
 
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
         """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration.

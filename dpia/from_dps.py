@@ -174,8 +174,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy, t.parallel)
         case d.Ifold(_, state, index, body, init, count, ty, buffers, _, d.Ref()):
             return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data)
-        case d.Ifold(_, state, index, body, init, count, _, buffers):
-            return _ifold(state, index, body, init, count, buffers, data, env)
+        case d.Ifold(_, state, index, body, init, count, _, buffers, _, _, monoids, partials):
+            return _ifold(state, index, body, init, count, buffers, data, env, monoids=monoids, partials=partials)
         case d.Filter(_, length, x, body, arr):
             array = _atom(arr, env)
             arr_data = p.data_of(array)
@@ -219,8 +219,10 @@ def _let(name: str, rhs: d.Term, body: d.Term, inline: bool, rhs_data: p.Data, d
     return p.Bind(name, value, into, _phrase(body, data, env.bind(name, as_exp(into))), rhs_data)
 
 
-def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, scan: p.Data | None = None) -> p.Phrase:
-    """The fold of state ``data``; ``scan``: the data of its states' arrays, for an iscan."""
+def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, scan: p.Data | None = None,
+           monoids: tuple = (), partials: tuple = ()) -> p.Phrase:
+    """The fold of state ``data``; ``scan``: the data of its states' arrays, for an iscan;
+    ``monoids`` and ``partials``: a parallel reduction's (``dps.parallel``)."""
     if isinstance(count, (Var, Lit)):
         count_phrase = _atom(count, env)
         # an Index count may be an inlined expression of data (``k - 1``): the index type names it
@@ -230,6 +232,18 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, sc
         bound = sympy.sympify(count)
         count_phrase = p.NatExp(bound, p.Num(Card))
     inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(bound))))
+    if partials:
+        # a parallel reduction: one C variable per leaf of the state, updated in place
+        locals_ = [(state + "".join(f".{k}" for k in path), leaf) for path, leaf in p.record_leaves(data)]
+
+        def variables(phrase_type, d: p.Data = data, path: tuple = ()) -> p.Phrase:
+            if isinstance(d, p.Rec):
+                return p.Record(tuple(variables(phrase_type, x, (*path, k)) for k, x in enumerate(d.items)), d)
+            return p.Ident(state + "".join(f".{k}" for k in path), phrase_type(d))
+        inner = inner.bind(state, variables(p.ExpT))
+        return declare(locals_, p.Ifold(count_phrase, state, index, _phrase(body, data, inner),
+                                        _phrase(init, data, env), data, None, monoids,
+                                        tuple(env.regions[r] for r in partials), variables(p.AccT)))
     inner = inner.bind(state, p.Ident(state, p.ExpT(data)))
     if buffers is None:
         fold = p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)

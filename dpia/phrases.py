@@ -27,6 +27,7 @@ Functional phrases (exp[δ]):
 Imperative commands (comm):
   Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
   the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
+  | ParallelReduce(n, A, ⊕, partials, λ i. P) (a reduction's loop on threads, A its accumulator)
   | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
   iteration i reads s, writes o, then the two buffers swap; Q reads the final state)
 
@@ -249,6 +250,12 @@ class Ifold(Phrase):
     init: Phrase
     data: Data
     buffers: tuple | None = None  # (b0, b1): Ident phrases of two regions, for array states
+    # A parallel reduction (dps.parallel): per leaf of the state its operator
+    # (dps.reductions.Monoid) and the acc[n.num] of the region of its threads' partials; and the
+    # acc[δ] of the state's C variables, which the body updates in place.  () and None otherwise.
+    monoids: tuple = ()
+    partials: tuple = ()
+    accumulator: Phrase | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +379,22 @@ class New(Phrase):
 class For(Phrase):
     count: Phrase
     index: str
+    body: Phrase
+
+
+@dataclass(frozen=True)
+class ParallelReduce(Phrase):
+    """The loop of a parallel reduction (``dps.parallel``): on threads, each folds a contiguous
+    chunk of the iterations into an accumulator of its own that starts at the identity of each
+    leaf's operator, and writes it to its place in ``partials``; then ``accumulator``, which
+    holds the init, is combined with the partials in thread order.  ``body`` updates
+    ``accumulator`` in place (a reduction's element does not read the state)."""
+
+    count: Phrase
+    index: str
+    accumulator: Phrase  # acc[δ]: the state's C variables (a record of them for a tuple state)
+    monoids: tuple  # dps.reductions.Monoid per leaf of δ
+    partials: tuple  # acc[n.num] per leaf: a region of one cache line per thread (dps.parallel.partial_stride)
     body: Phrase
 
 
@@ -552,6 +575,10 @@ def show(p: Phrase, indent: int = 0) -> str:
             return f"new {show_data(data)}{where} (λ {name}.{nl}{show(body, indent + 1)})"
         case For(count, index, body):
             return f"for {_atomic(count, indent)} (λ {index}.{nl}{show(body, indent + 1)})"
+        case ParallelReduce(count, index, accumulator, monoids, partials, body):
+            return (f"reduce∥ ({', '.join(m.op for m in monoids)}) {_atomic(count, indent)} "
+                    f"{show(accumulator, indent)} [{' '.join(show(a, indent) for a in partials)}] "
+                    f"(λ {index}.{nl}{show(body, indent + 1)})")
         case ParFor(size, acc, index, out, _, body):
             inner = show(body, indent + 1)
             sep = " " if "\n" not in inner else nl
@@ -675,7 +702,7 @@ def _bound(ph: Phrase) -> set:
     match ph:
         case Let(name) | Bind(name) | New(name) | Alloc(name):
             return {name}
-        case Build(index=index) | For(index=index) | Filter(index=index):
+        case Build(index=index) | For(index=index) | Filter(index=index) | ParallelReduce(index=index):
             return {index}
         case Ifold(state=state, index=index):
             return {state, index, f"{state}_next"}  # the buffer an iteration writes (from_dps.write_buffer)

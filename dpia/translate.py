@@ -142,7 +142,8 @@ def _con_ifold(t: Translation, e: p.Ifold, k: Cont) -> p.Phrase:
 
 def _ifold(t: Translation, e: p.Ifold, k: Cont, each=None) -> p.Phrase:
     """reduceI (§4.2): the state is a ``new`` accumulator that each iteration reads and rewrites;
-    an array state is double-buffered instead, so no iteration reads the buffer it writes.
+    an array state is double-buffered instead, so no iteration reads the buffer it writes; a
+    parallel reduction's iterations update its accumulator on threads (``ParallelReduce``).
     ``each(state, i)``: a command after each iteration's step, which reads the new state."""
     state_exp = p.Ident(e.state, p.ExpT(e.data))
 
@@ -151,6 +152,11 @@ def _ifold(t: Translation, e: p.Ifold, k: Cont, each=None) -> p.Phrase:
         return body if each is None else p.seq(body, each(as_exp(acc), e.index))
 
     def loop(count: p.Phrase) -> p.Phrase:
+        if e.partials:  # a parallel reduction: its accumulator, declared around it, holds the init
+            acc = e.accumulator
+            return p.seq(t.acc(e.init, acc),
+                         p.ParallelReduce(count, e.index, acc, e.monoids, e.partials, t.acc(e.body, acc)),
+                         k(as_exp(acc)))
         if e.buffers is None:
             acc = p.Ident(e.state, p.AccT(e.data))
             return p.New(e.state, e.data, p.seq(

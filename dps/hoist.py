@@ -7,12 +7,12 @@ whose size depends on the kernel's sizes only, is allocated once around the loop
 once per iteration.  An alloc floats up to the loop through the lets, conditionals and other
 allocs of the body; applied bottom-up, a region in nested loops floats out of all of them.
 
-A sequential loop (an ifold, or a build that is not parallel) shares the one region among
+A sequential loop (a build or an ifold that is not parallel) shares the one region among
 its iterations: what an iteration keeps in it is dead when the iteration ends (its result is
-in the build's element or the ifold's state).  A parallel build's threads run at once, so a
-region hoisted out of it holds one copy per thread, each ``count`` elements padded to whole cache
-lines, ``threads`` of them (the kernel's thread count), the thread numbered ``THREAD`` using
-``Offset(r, THREAD × slice)`` for each of
+in the build's element or the ifold's state).  A parallel loop's threads (a build's, or a
+reduction's, ``dps.parallel``) run at once, so a region hoisted out of it holds one copy per
+thread, each ``count`` elements padded to whole cache lines, ``threads`` of them (the kernel's
+thread count), the thread numbered ``THREAD`` using ``Offset(r, THREAD × slice)`` for each of
 its iterations in turn (``dps.parallel``): DPIA §6.4 hoists ``new`` out of ``parfor`` the same
 way, per work-item.  The two buffers of an array-state ifold are named by the ifold rather than
 ref'd, so they cannot be given an offset: they stay in a parallel build's body, where the
@@ -38,7 +38,7 @@ def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) 
     t = ir.map_children(lambda u: hoist_allocs(u, sizes, threads), t)
     if not isinstance(t, (ir.Build, ir.Ifold, ir.Filter)):  # a filter's predicate runs per element
         return t
-    parallel = isinstance(t, ir.Build) and t.parallel
+    parallel = t.parallel  # a parallel build or reduction: its threads run at once
     body, lifted = _float(t.body, sizes, ifold_buffers(t.body) if parallel else frozenset())
     if parallel:
         for a in lifted:

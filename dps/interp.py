@@ -33,7 +33,7 @@ from fsmooth.runtime import assemble
 
 from . import ir
 from .layout import region_bytes
-from .parallel import THREAD, static_thread
+from .parallel import THREAD, partial_stride, static_thread
 
 
 @dataclass(frozen=True)
@@ -220,6 +220,8 @@ class _Frame:
                 return out
             case ir.Ifold(trace=ir.Ref()):
                 return self.scan(t)
+            case ir.Ifold(parallel=True):
+                return self.parallel_reduction(t)
             case ir.Ifold(ty=TupleT()):
                 return self.tuple_ifold(t)
             case ir.Ifold():
@@ -317,6 +319,45 @@ class _Frame:
             state = self.run(t.body)
             store(state, out, k)
         return arrays(out) if isinstance(t.ty, TupleT) else out[0]
+
+    def parallel_reduction(self, t: ir.Ifold):
+        """A reduction on the threads, as the C runs it (``dps.parallel``): each thread folds the
+        iterations ``static_thread`` deals it from the identities into a partial of its own and
+        writes it to its element of the partials' regions; then the init and the partials, in
+        thread order, are combined.  One iteration runs without a team."""
+        n = self.num(t.count)
+        team = self.sizes[self.kernel.threads] if n > 1 else 1
+        tuple_state = isinstance(t.ty, TupleT)
+
+        def components(value) -> tuple:
+            return value if tuple_state else (value,)
+
+        def value(components: tuple):
+            return components if tuple_state else components[0]
+        state = self.run(t.init)
+        partials = [value(tuple(m.identity for m in t.monoids))] * team
+        slots = [[self.regions[r].plus(thread * partial_stride(m.ty) * BYTES[m.ty])
+                  for r, m in zip(t.partials, t.monoids)] for thread in range(team)]
+        concurrent = _Concurrent()
+        self.arena.concurrent.append(concurrent)
+        for k in range(n):
+            self.arena.work["ifold trip"] += 1
+            thread = static_thread(k, n, team)
+            concurrent.iteration = self.sizes[THREAD.name] = thread
+            self.env[t.state], self.env[t.index], self.sizes[t.index] = partials[thread], k, k
+            if tuple_state:  # the body's tuple is the new state: its scalars are values, not stored
+                self.writing[t.state] = tuple(None for _ in t.monoids)
+            partials[thread] = self.run(t.body)
+        for thread in range(team):
+            concurrent.iteration = thread
+            for slot, m, v in zip(slots[thread], t.monoids, components(partials[thread])):
+                self.arena.store(slot, m.ty, v)
+        self.arena.concurrent.pop()
+        result = list(components(state))
+        for thread in range(team):
+            for c, (slot, m) in enumerate(zip(slots[thread], t.monoids)):
+                result[c] = prims.evaluate(m.op, [result[c], self.arena.load(slot, m.ty)], m.ty)
+        return value(tuple(result))
 
     def array(self, rhs: ir.Term, value, dims) -> ArrayVal:
         if isinstance(value, ArrayVal):

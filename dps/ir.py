@@ -44,6 +44,11 @@ Terms:
       ``trace`` (an ``iscan``): each iteration's new state is also written at element ``index``
       of trace (an array ref; for a tuple state an RTuple of one per component); the state is
       a scalar or a tuple of scalars and dest is • (the term's value is what trace holds).
+      ``partials``: a reduction (``dps.reductions``) whose iterations run concurrently: each thread
+      folds a contiguous chunk of them from the identity of each component's operator
+      (``monoids``) into a state of its own, writes it to its cache line of the regions
+      ``partials`` (``parallel.partial_stride``), and the partials are combined with init in
+      thread order (``dps.parallel``).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
   Filter(dest, length, elem, body, arr, ty)
       filter r (λ x. body) arr: the elements x of arr (scalars) for which the Bool term body holds,
@@ -230,6 +235,15 @@ class Ifold(Term):
     buffers: tuple | None = None  # (b0, b1) for an array state; per component for a tuple state
     dims: Dims = ()  # the dims of the state (() for a scalar state), for indexing it in the body
     trace: Ref | None = None  # an iscan's states are written here, one element per iteration
+    # A parallel reduction (dps.parallel): the operator of each component of the state
+    # (dps.reductions.Monoid), and per component the region of the threads' partials, one
+    # cache line per thread; both () for a sequential ifold.
+    monoids: tuple = ()
+    partials: tuple = ()
+
+    @property
+    def parallel(self) -> bool:
+        return bool(self.partials)
 
 
 @dataclass(frozen=True)
@@ -300,6 +314,11 @@ class Program:
     entry: str
 
 
+def named_regions(t: Ifold) -> tuple:
+    """The regions ifold ``t`` names rather than refs: its double buffers and its partials."""
+    return buffer_names(t.buffers) + t.partials
+
+
 def buffer_names(buffers) -> tuple:
     """The region names in an ifold's ``buffers`` (array or tuple state), in order."""
     if buffers is None:
@@ -336,7 +355,7 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
     if isinstance(t, Call) and isinstance(t.fn, str) and t.fn not in program.kernels:
         fail(f"call of '{t.fn}', which is not a kernel of the program")
     if isinstance(t, Ifold):
-        for b in buffer_names(t.buffers):
+        for b in named_regions(t):
             if b not in regions:
                 fail(f"ifold buffer '{b}' is not an allocated region")
     for child in children(t):
@@ -351,8 +370,9 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
             case Build(index=index, parallel=parallel):
                 # the number of the running thread (dps.parallel.THREAD) in a parallel build
                 inner_vars = variables | {index} | ({"thread∥"} if parallel else set())
-            case Ifold(state=state, index=index, body=body) if child is body:
-                inner_vars, inner_states = variables | {state, index}, states | {state}
+            case Ifold(state=state, index=index, body=body, partials=partials) if child is body:
+                inner_vars = variables | {state, index} | ({"thread∥"} if partials else set())
+                inner_states = states | {state}
         _check(child, inner_vars, inner_regions, inner_states, program, kernel)
 
 

@@ -5,7 +5,7 @@ exactly those of the enclosing allocs: the offset of a region is the sum of thei
 (each rounded up to ``ALIGN``), a callee's scratch starts at the top of the stack at the
 call, and the peak of a kernel is the largest top over all points -- a sympy ``Max``
 over branches and sequential parts.  Sequential loop bodies reuse one place per iteration;
-each thread of a parallel build has a frame of its own (the body's peak, rounded up to whole
+each thread of a parallel build or reduction has a frame of its own (the body's peak, rounded up to whole
 cache lines), side by side, which its iterations reuse one after another, so no arena byte is
 shared by concurrent iterations (``dps.parallel``): the peak is the kernel's thread count less
 one times the frame, plus the body's peak (the last frame needs no padding), not the build's
@@ -114,16 +114,21 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             a2, p1 = _layout(a, top, scope)
             b2, p2 = _layout(b, top, scope)
             return ir.If(c, a2, b2, ty), _max(p1, p2)
-        case ir.Build(_, n, i, body, _, True):
+        case ir.Build(parallel=True) | ir.Ifold(parallel=True):
             # concurrent iterations: each thread gets its own frame, the body's peak, on cache
-            # lines of its own above top
-            _, peak = _layout(body, sympy.Integer(0), scope)
+            # lines of its own above top (a reduction's init runs before, at top)
+            init, init_peak = _layout(t.init, top, scope) if isinstance(t, ir.Ifold) else (None, top)
+            _, peak = _layout(t.body, sympy.Integer(0), scope)
             if peak == 0:  # no frames
-                return replace(t, body=_layout(body, top, scope)[0]), top
-            frame, base = thread_slice(peak), thread_slice(top)
-            body2, _ = _layout(body, base + THREAD * frame, scope)
-            # the last thread's slice needs no padding after it
-            return replace(t, body=body2), base + scope.other_threads * frame + peak
+                body, frames = _layout(t.body, top, scope)[0], top
+            else:
+                frame, base = thread_slice(peak), thread_slice(top)
+                body, _ = _layout(t.body, base + THREAD * frame, scope)
+                # the last thread's slice needs no padding after it
+                frames = base + scope.other_threads * frame + peak
+            if isinstance(t, ir.Ifold):
+                return replace(t, body=body, init=init), _max(init_peak, frames)
+            return replace(t, body=body), frames
         case ir.Build(_, _, _, body) | ir.Filter(body=body):
             body2, peak = _layout(body, top, scope)
             return replace(t, body=body2), peak

@@ -1,19 +1,31 @@
-"""Which builds run their iterations concurrently (``options.parallel``), and on how many threads.
+"""Which loops run their iterations concurrently (``options.parallel``), and on how many threads.
 
 Only the outermost loop runs in parallel: a build not nested in another loop of its kernel (a
 build, or the body of an ifold) is parallel (the back end puts ``#pragma omp parallel for`` on
-it), unless its kernel is itself called from inside a parallel build or an ifold's body (or
-from such a kernel).  Such a loop runs once per iteration of an outer loop, and an OpenMP
-region around it would be started as often: that costs microseconds each time (for a nested
-region too, which runs on one thread), far more than the few iterations of an inner loop
-(GMM's builds over the components inside its fold over the points; BA's 3-vectors inside its
-build over the observations).  A loop of a known small trip count (``MIN_PARALLEL_TRIPS``) is
-not worth a team either: it stays sequential, and the loops inside it are the outermost.
+it), and so is such an ifold that is a reduction (below), unless its kernel is itself called
+from inside a parallel loop or an ifold's body (or from such a kernel).  Such a loop runs once
+per iteration of an outer loop, and an OpenMP region around it would be started as often: that
+costs microseconds each time (for a nested region too, which runs on one thread), far more than
+the few iterations of an inner loop (GMM's builds over the components inside its fold over the
+points; BA's 3-vectors inside its build over the observations).  A loop of a known small trip
+count (``MIN_PARALLEL_TRIPS``) is not worth a team either: it stays sequential, and the loops
+inside it are the outermost.
+
+A reduction (``dps.reductions``: GMM's sum over the points, ``acc + f(i)``) runs on the threads
+as two phases: each thread folds a contiguous chunk of the iterations, as OpenMP's static
+schedule deals them, from the identity of each component's operator into a partial of its own,
+and writes it to its cache line of a region (``partial_stride``); then the init and the partials
+are combined in thread order, so the result is the same for a given thread count.  That
+regroups the operations: a Double ``+`` or ``*`` may round differently from the sequential fold
+(the reassociation ``parallel=True`` allows, README); min and max give the same bits.  An Index
+or Card ``+`` or ``*`` stays sequential: a regrouped sum may overflow int64 where the sequential
+one does not, or the other way round, and an overflow must be an error exactly where the
+reference's is.
 
 The number of threads is an argument of every kernel of a parallel program, its thread-count
 parameter (``Kernel.threads``, a Card, the last parameter): the memory of a call is known
-before the call, so the scratch formula is over it.  Storage used inside a parallel build is
-private to a thread, never shared: each thread has a slice of the build's scratch (the body's
+before the call, so the scratch formula is over it.  Storage used inside a parallel loop is
+private to a thread, never shared: each thread has a slice of the loop's scratch (the body's
 peak, ``dps.layout``; a region hoisted out of the body, ``dps.hoist``), the one of number
 ``THREAD``; a thread runs its iterations one after another (a static schedule), reusing it.
 A call inside a parallel build (or an ifold's body) runs on one thread: it is passed 1 as its
@@ -27,9 +39,10 @@ import sympy
 from fsmooth.core import Lit, Var
 from fsmooth.names import NameSupply
 from fsmooth.shape.sizes import size_symbol
-from fsmooth.types import Card
+from fsmooth.types import BYTES, Card
 
 from . import ir
+from .reductions import reduction
 from .terms import names_used
 
 # The number of the thread running an iteration of a parallel build, 0 .. threads - 1: a name no
@@ -51,6 +64,11 @@ def thread_slice(nbytes: sympy.Expr) -> sympy.Expr:
     return CACHE_LINE * sympy.ceiling(nbytes / CACHE_LINE)
 
 
+def partial_stride(ty) -> int:
+    """The elements from one thread's partial of a parallel reduction to the next's: a cache line."""
+    return CACHE_LINE // BYTES[ty]
+
+
 def parallelise(p: ir.Program) -> ir.Program:
     """``p`` with the outermost builds of its outermost kernels marked parallel and a thread
     count parameter on every kernel, passed on by every call."""
@@ -59,7 +77,7 @@ def parallelise(p: ir.Program) -> ir.Program:
     threads = {name: _threads_name(k) for name, k in p.kernels.items()}
     for name in reversed(list(p.kernels)):  # callers first: a kernel's callers are decided before it
         k = p.kernels[name]
-        body = k.body if name in nested else mark_parallel(k.body)
+        body = k.body if name in nested else mark_parallel(k.body, _Partials(k, threads[name]))
         nested |= _called_in_loops(body, inside=name in nested)
         body = _pass_threads(body, Var(threads[name], Card), inside=False)
         n_threads = size_symbol(threads[name])
@@ -70,32 +88,70 @@ def parallelise(p: ir.Program) -> ir.Program:
     return ir.Program({name: kernels[name] for name in p.kernels}, p.entry)
 
 
-def mark_parallel(t: ir.Term) -> ir.Term:
-    """``t`` with its outermost builds marked parallel, none in an ifold's body (its init runs
-    once), and none of a known trip count below ``MIN_PARALLEL_TRIPS`` (a 3-vector), which stays
-    a sequential loop around its inner builds."""
+def mark_parallel(t: ir.Term, partials: _Partials) -> ir.Term:
+    """``t`` with its outermost builds and reductions marked parallel, none in an ifold's body
+    (its init runs once), and none of a known trip count below ``MIN_PARALLEL_TRIPS`` (a
+    3-vector), which stays a sequential loop around its inner loops.  A parallel reduction is
+    given its partials: for each component of its state a region of one cache line per thread."""
     match t:
-        case ir.Build(size=n) if not (n.is_number and n < MIN_PARALLEL_TRIPS):
+        case ir.Build(size=n) if _many_trips(n):
             return replace(t, parallel=True)
+        case ir.Ifold(count=n) if isinstance(n, sympy.Expr) and _many_trips(n) and _parallel_reduction(t):
+            monoids = reduction(t).monoids
+            regions = tuple(partials.fresh() for _ in monoids)
+            loop: ir.Term = replace(t, init=mark_parallel(t.init, partials), monoids=monoids, partials=regions)
+            for region, monoid in reversed(list(zip(regions, monoids))):
+                # each thread's partial on a cache line of its own (the last one unpadded)
+                count = partial_stride(monoid.ty) * (partials.threads - 1) + 1
+                loop = ir.Alloc(region, monoid.ty, count, loop, per_thread=True)
+            return loop
         case ir.Ifold(init=init):
-            return replace(t, init=mark_parallel(init))
+            return replace(t, init=mark_parallel(init, partials))
         case ir.Filter():  # its predicate runs in a sequential loop, as an ifold's body
             return t
-    return ir.map_children(mark_parallel, t)
+    return ir.map_children(lambda u: mark_parallel(u, partials), t)
+
+
+def _many_trips(n: sympy.Expr) -> bool:
+    """A loop of ``n`` trips is worth a team: ``n`` is not known to be below MIN_PARALLEL_TRIPS."""
+    return not (n.is_number and n < MIN_PARALLEL_TRIPS)
+
+
+def _parallel_reduction(t: ir.Ifold) -> bool:
+    """``t`` is a reduction that may run regrouped: none of its operators may overflow int64."""
+    found = reduction(t)
+    return found is not None and not any(m.may_overflow for m in found.monoids)
+
+
+class _Partials:
+    """Names for the regions of a kernel's parallel reductions' partials, and their length: the
+    kernel's thread count."""
+
+    def __init__(self, k: ir.Kernel, threads: str):
+        self.names = NameSupply(_names_taken(k) | {threads})
+        self.threads = size_symbol(threads)
+
+    def fresh(self) -> str:
+        return self.names.fresh("partials")
 
 
 def _threads_name(k: ir.Kernel) -> str:
     """``nthreads``, or a numbered form where the kernel already has a variable of that name."""
+    return NameSupply(_names_taken(k)).fresh("nthreads")
+
+
+def _names_taken(k: ir.Kernel) -> set[str]:
+    """The names of the variables and regions of ``k``."""
     taken = {n for n, _, _ in k.params} | {s.name for s in k.sizes} | names_used(k.body)
     for u in ir.walk(k.body):
         match u:
-            case ir.Let(name=name) | ir.Build(index=name):
+            case ir.Let(name=name) | ir.Build(index=name) | ir.Alloc(region=name):
                 taken.add(name)
             case ir.Ifold(state=state, index=index):
                 taken |= {state, index}
             case ir.Filter(length=length, elem=elem):
                 taken |= {length, elem}
-    return NameSupply(taken).fresh("nthreads")
+    return taken
 
 
 def _called_in_loops(t: ir.Term, inside: bool) -> set[str]:

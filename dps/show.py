@@ -2,7 +2,7 @@
 
 Shapes are printed by value: a shape equal to a parameter's is that parameter's ``x_shp``
 (as the paper's partially evaluated listing writes ``vectorNorm r0 tmp vec1_shp``), any
-other as the tuple ``(n, (m, ∘))``.  A parallel build is printed ``build∥``.
+other as the tuple ``(n, (m, ∘))``.  A parallel build is printed ``build∥``, a parallel reduction ``ifold∥``.
 """
 from __future__ import annotations
 
@@ -72,13 +72,15 @@ class _Printer:
             case ir.Build(dest, n, i, body, _, parallel):
                 word = "build∥" if parallel else "build"
                 return f"{word} {ref(dest)} {card(n)} (λ {i}.\n{pad}  {self.term(body, indent + 1)})"
-            case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims, trace):
+            case ir.Ifold(dest, s, i, body, init, n, _, buffers, dims, trace, monoids, partials):
                 if dims:
                     self.dims[s] = dims
                 bufs = f" [{' '.join(ir.buffer_names(buffers))}]" if buffers else ""
                 count = atom(n) if isinstance(n, (Var, Lit)) else card(n)
                 # an iscan writes its states to its trace: ``iscan r (λ s i. e) z n``
                 word, dest = ("iscan", trace) if trace is not None else ("ifold", dest)
+                if partials:  # a parallel reduction: its operators, and the regions of its partials
+                    word = f"ifold∥ ({', '.join(m.op for m in monoids)} → {' '.join(partials)})"
                 return (f"{word} {ref(dest)}{bufs} (λ {s} {i}.\n{pad}  {self.term(body, indent + 1)})\n"
                         f"{pad}  ({self.term(init, indent + 1)}) {count}")
             case ir.Filter(dest, length, x, body, arr):

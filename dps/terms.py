@@ -41,9 +41,9 @@ def split_ref(ref: ir.Ref) -> tuple[ir.Ref, sympy.Expr]:
 
 
 def ifold_buffers(t: ir.Term) -> set[str]:
-    """The regions that array-state ifolds in ``t`` double-buffer (named, not ref'd, by the
-    ifold: they cannot be moved into another region)."""
-    return {b for u in ir.walk(t) if isinstance(u, ir.Ifold) for b in ir.buffer_names(u.buffers)}
+    """The regions that ifolds in ``t`` name, not ref (array states' double buffers, parallel
+    reductions' partials): they cannot be moved into another region."""
+    return {b for u in ir.walk(t) if isinstance(u, ir.Ifold) for b in ir.named_regions(u)}
 
 
 def rebase(t: ir.Term, region: str, base: ir.Ref, shift: sympy.Expr) -> ir.Term:
@@ -144,7 +144,7 @@ def _own_regions(u: ir.Term) -> set[str]:
     """The regions ``u``'s own destination is in, and those it double-buffers."""
     used = {base.name for base in (split_ref(ref)[0] for ref in _own_refs(u)) if isinstance(base, ir.RVar)}
     if isinstance(u, ir.Ifold):
-        used.update(ir.buffer_names(u.buffers))
+        used.update(ir.named_regions(u))
     return used
 
 

@@ -125,7 +125,10 @@ def test_parallel_equals_reference_and_numpy(name, size):
     got = kernel.with_options(parallel=True)(*args)
     assert_close(got, with_rows_of(kernel.reference(*args), got), rtol=1e-9, atol=1e-12)
     assert_close(got, oracle(*args), rtol=1e-9, atol=1e-12)
-    assert_close(got, kernel(*args), rtol=0, atol=0)  # the same operations in the same order
+    # BA and softmax_rows: the same operations in the same order; GMM's sum over the points is a
+    # parallel reduction, whose partial sums regroup the additions (dps.parallel)
+    regrouped = name == "gmm_full_objective" and size > 1
+    assert_close(got, kernel(*args), rtol=1e-12 if regrouped else 0, atol=0)
 
 
 # ----------------------------------------------------------------------------- the C ABI
