@@ -38,7 +38,8 @@ def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) 
     t = ir.map_children(lambda u: hoist_allocs(u, sizes, threads), t)
     if not isinstance(t, (ir.Build, ir.Ifold, ir.Filter)):  # a filter's predicate runs per element
         return t
-    parallel = t.parallel  # a parallel build or reduction: its threads run at once
+    # a parallel build or reduction: its threads run at once (a filter never does)
+    parallel = not isinstance(t, ir.Filter) and t.parallel
     body, lifted = _float(t.body, sizes, ifold_buffers(t.body) if parallel else frozenset())
     if parallel:
         for a in lifted:
