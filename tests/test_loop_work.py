@@ -7,6 +7,7 @@ numpy at sizes 0, 1 and large are tests/test_corpus.py's)."""
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from dataclasses import replace
 
@@ -236,6 +237,40 @@ def test_gmm_computes_the_exp_of_the_diagonal_once_not_per_point():
         exps[n] = r.work["exp"]
     # per point only logsumexp's K exps: the diagonal's K·d are outside the loop over points
     assert exps[8] - exps[2] == (8 - 2) * k
+
+
+def _loop_bodies(source: str) -> list[str]:
+    """The text of every ``for`` loop of ``source``, from its header to its closing brace."""
+    bodies = []
+    for start in (m.start() for m in re.finditer(r"\bfor \(", source)):
+        depth, end = 0, source.index("{", start)
+        for end in range(end, len(source)):
+            depth += {"{": 1, "}": -1}.get(source[end], 0)
+            if depth == 0:
+                break
+        bodies.append(source[start:end + 1])
+    return bodies
+
+
+def test_gmm_packed_triangle_index_divides_by_shifting(tmp_path):
+    """Q_k's packed index d + j(2d-j-1)/2 + (i-j-1) has floor(j(-1-j)/2), a negative dividend:
+    it was a call of fs_floordiv_i64 (a division, a remainder and two sign tests) on every
+    entry of every triangle of every point; by the constant 2 it is a shift
+    (fs_shift_floor_i64), in no loop a division.  Through the ABI (UBSan, ASan under ASAN) it agrees with numpy."""
+    f = adbench_gmm.gmm_full_objective
+    artifact = compile_to_c(f.program(), Options())
+    loops = _loop_bodies(artifact.source)
+    assert not [body for body in loops if "floordiv" in body]
+    assert any("fs_shift_floor_i64(" in body and "icf[" in body for body in loops)
+    run_c = Runner(artifact, tmp_path, f.name)
+    for n, k, d in ((0, 1, 1), (1, 1, 1), (3, 2, 5), (17, 4, 9)):
+        args = _gmm_args(max(n, 1), k, d)
+        args = (*args[:3], args[3][:n], *args[4:])
+        if n == 0:  # x[0] gives d: an empty x is out of range in the reference and compiled
+            with pytest.raises(IndexError):
+                f.reference(*args)
+            continue
+        np.testing.assert_allclose(run_c(*args), adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
 
 
 # ----------------------------------------------------------------------------- sanitizers
