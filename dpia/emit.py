@@ -32,7 +32,7 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import Ranges, overflow_conditions, simplify_index, truncating_divisions
+from fsmooth.dps.ranges import Ranges, overflow_conditions, positive, simplify_index, truncating_divisions
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
@@ -42,6 +42,7 @@ from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
+from .loop_checks import Check, hoist_invariant_checks
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -263,7 +264,7 @@ class KernelEmitter:
             self.fitting_before_the_body.update(dict.fromkeys(conditions))
             return self.cint(n, ranges)
         if sympy.sympify(n).is_Integer:  # folded from literals, beyond int64
-            checks.append(self.integer_overflow("true"))
+            checks.append(Check(self.integer_overflow("true")))
             return "0"
         return self.checked_value(lambda flag: strip_parentheses(self.cint(n, ranges, overflow_checked_c(flag))), checks)
 
@@ -274,7 +275,8 @@ class KernelEmitter:
         OverflowError."""
         k = self.fresh_number()
         flag, name = f"fs_overflow{k}", f"fs_int{k}"
-        checks += [f"bool {flag} = false;", f"const int64_t {name} = {text(flag)};", self.integer_overflow(flag)]
+        checks += map(Check, [f"bool {flag} = false;", f"const int64_t {name} = {text(flag)};",
+                              self.integer_overflow(flag)])
         return name
 
     def before_the_body(self, body: list[str]) -> list[str]:
@@ -324,8 +326,8 @@ class KernelEmitter:
                 case paths.FitsInt64(values):
                     self.fitting_before_the_body.update(dict.fromkeys(values))
                 case paths.NonzeroDivisor(d):
-                    checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
-                                  f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                    checks.append(Check(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
+                                        f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}"))
                 case paths.InRange(i, length, loc, proof, None):
                     facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
                     self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
@@ -335,10 +337,11 @@ class KernelEmitter:
                     if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
                         # evaluated once, for the test and for the read
                         name = self.namer.fresh("index")
-                        checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
+                        checks.append(Check(f"const int64_t {name} = {strip_parentheses(text)};"))
                         i, text = index_symbol(name), name
                     bound = self.cint(length, ranges)
-                    checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
+                    checks.append(Check(f"if (!(0 <= {text} && {text} < {bound})) "
+                                        f"{self.exit.fail(STATUS_OUT_OF_RANGE)}"))
                     self.range_checks.append(RangeCheck(loc, text, bound, True))
                     tested[symbol] = i
         return tested
@@ -366,15 +369,16 @@ class KernelEmitter:
             case p.ScalarOp(op, args):
                 texts = [self.exp(a, env, ranges, checks) for a in args]
                 if paths.divides_unchecked(ph):
-                    checks.append(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                    checks.append(Check(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}"))
                 if paths.converts_to_index(ph):
                     # the cast is defined only in int64's range: test first (operand evaluated once)
                     if not re.fullmatch(r"[A-Za-z_]\w*", texts[0]):
                         name = self.namer.fresh("converted")
-                        checks.append(f"const {c_type(p.data_of(args[0]))} {name} = {strip_parentheses(texts[0])};")
+                        checks.append(Check(f"const {c_type(p.data_of(args[0]))} {name} = "
+                                            f"{strip_parentheses(texts[0])};"))
                         texts[0] = name
-                    checks.append(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
-                                  f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}")
+                    checks.append(Check(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
+                                        f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}"))
                 fits = paths.arithmetic_fits(ph, env, ranges, self.size_names)
                 if fits is None:
                     return self.checked_value(lambda flag: f"fs_checked_{op}_i64({', '.join(texts)}, &{flag})", checks)
@@ -500,13 +504,21 @@ class KernelEmitter:
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
         """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration.
         The count is checked where it may overflow (``checked_size``); the body's ranges keep its
-        expression, which is its value wherever the loop runs."""
+        expression, which is its value wherever the loop runs.  The body's loop-invariant checks
+        run once, before it (``dpia.loop_checks``), where the loop runs at least once: under
+        ``if (0 < n)`` unless the ranges prove n ≥ 1."""
         count: list = []
-        bound = self.checked_size(n, ranges, count)
+        bound = strip_parentheses(self.checked_size(n, ranges, count))
         i = self.namer.fresh(index)
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
         lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
-        return count + [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
+        hoisted = []
+        if self.options.hoist_checks:
+            hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status)
+        loop = [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
+        if hoisted and not positive(n, ranges):
+            return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
+        return count + hoisted + loop
 
     # -- what the kernel's caller needs
     def scratch(self) -> sympy.Expr:

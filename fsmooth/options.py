@@ -32,6 +32,7 @@ class Options:
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
     # code generation
+    hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun

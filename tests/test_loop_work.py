@@ -16,7 +16,7 @@ import pytest
 
 import fsmooth as fs
 from corpus import adbench_gmm, loop_work
-from fsmooth import Array, Bool, Double, build, core, ifold, length
+from fsmooth import Array, Bool, Double, Index, build, core, ifold, length
 from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
 from fsmooth.dps.interp import run_kernel
@@ -273,12 +273,56 @@ def test_gmm_packed_triangle_index_divides_by_shifting(tmp_path):
         np.testing.assert_allclose(run_c(*args), adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
 
 
+# ----------------------------------------------------------------------------- invariant checks leave their loop
+
+@fs.kernel
+def next_row_dot(m: Array[Array[Double]], v: Array[Double], t: Index) -> Double:
+    """As LSTM's loss: row t + 1 of m, read inside a fold over the columns."""
+    return ifold(lambda acc, i: acc + m[t + 1][i] * v[i], 0.0, length(v))
+
+
+def _checks_in_loops(source: str) -> int:
+    """The checks (checked integer arithmetic, failing tests) inside some loop of ``source``,
+    each counted once (in its innermost loop)."""
+    inner = [body for body in _loop_bodies(source) if "for (" not in body[5:]]
+    outer = [body for body in _loop_bodies(source) if body not in inner]
+    lines = {line for body in inner + outer for line in body.splitlines()[1:]}
+    return sum(1 for line in lines if "fs_checked_" in line or "fs_status = " in line)
+
+
+def test_a_loop_invariant_check_runs_once_before_the_loop(tmp_path):
+    """m[t + 1] inside the fold over i: the overflow check of t + 1 and the range test of row
+    t + 1 ran on every trip; they run once, before the loop, under the loop's own test that it
+    runs (``if (0 < v_d0)``).  A loop of no trips fails nowhere its reference does not: t + 1
+    overflowing or out of range with v empty gives 0.0, in the reference and compiled."""
+    f = next_row_dot
+    hoisted = compile_to_c(f.program(), Options()).source
+    kept = compile_to_c(f.program(), Options(hoist_checks=False)).source
+    assert _checks_in_loops(kept) == 3  # the overflow test, the row's range test, t + 1 itself
+    assert _checks_in_loops(hoisted) == 0
+    assert "if (0 < v_d0) {" in hoisted and "if (0 < v_d0)" not in kept
+    m, v = rng_for("rows").uniform(-1, 1, (4, 3)), rng_for("v").uniform(-1, 1, 3)
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    for t in (-1, 0, 2):
+        assert f(m, v, t) == f.reference(m, v, t) == run_c(m, v, t)
+        assert math.isclose(f(m, v, t), float(m[t + 1] @ v), rel_tol=1e-12)
+    empty = np.zeros(0)
+    for t in (2**63 - 1, 3, -2, -2**63):  # overflows, out of range, out of range, in range
+        assert f(m, empty, t) == f.reference(m, empty, t) == run_c(m, empty, t) == 0.0
+    for t, error, status in ((2**63 - 1, OverflowError, 6), (3, IndexError, 1), (-2, IndexError, 1)):
+        assert run_c(m, v, t) == ("status", status)
+        for call in (f, f.reference):
+            with pytest.raises(error):
+                call(m, v, t)
+
+
 # ----------------------------------------------------------------------------- sanitizers
 
 SANITIZED = {  # kernel -> its arguments at size n
     loop_work.fused_exp_sin: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 1)),
     loop_work.normalise: lambda rng, n: (rng.uniform(0.5, 2, n),),
     loop_work.guarded_invariant: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 2), 3),
+    next_row_dot: lambda rng, n: (rng.uniform(-1, 1, (3, n)), rng.uniform(-1, 1, n), 1),
     **{k: (lambda rng, n: (rng.uniform(-1, 1, n),)) for k, _ in TRIANGLES},
 }
 
