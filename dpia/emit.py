@@ -43,6 +43,7 @@ from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
 from .loop_checks import Check, hoist_invariant_checks
+from .strength_reduction import RunningTerm, reduction, varying_part
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -204,6 +205,9 @@ class KernelEmitter:
         self.reads: dict = {}
         self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
         self.fitting_before_the_body: dict = {}  # sizes tested before the body (paths.FitsInt64)
+        # per enclosing sequential loop, its variable and the parts of subscripts kept running
+        # (dpia.strength_reduction), innermost last
+        self.running: list[tuple[sympy.Symbol, dict]] = []
 
     # -- sizes
     def _size_sources(self):
@@ -351,7 +355,31 @@ class KernelEmitter:
         if isinstance(binding, ScalarVariable):
             assert offset == 0, (ph, offset)
             return binding.cname
-        return f"{binding.cname}[{self.cint(offset, ranges)}]"
+        return f"{binding.cname}[{self.subscript(offset, ranges)}]"
+
+    def subscript(self, offset, ranges: Ranges) -> str:
+        """The C of the subscript ``offset``, its parts that an enclosing loop keeps running
+        (``dpia.strength_reduction``) read from their variables."""
+        e = simplify_index(offset, ranges)
+        loop_variables = [v for v, _, _ in ranges.loops]
+        for variable, terms in self.running:
+            if variable not in e.free_symbols:
+                continue
+            outer = set(loop_variables[:loop_variables.index(variable)])
+            part = varying_part(e, variable, set(ranges.naturals) | outer)
+            if part == 0:
+                continue
+            if part not in terms:
+                found = reduction(part, variable)
+                if found is None:
+                    continue
+                conditions = [overflow_conditions(x, ranges) for x in (part, found[1])]
+                if None in conditions:
+                    continue
+                self.fitting_before_the_body.update(dict.fromkeys(conditions[0] + conditions[1]))
+                terms[part] = RunningTerm(self.namer.fresh("running"), variable, part, *found)
+            e = e - part + index_symbol(terms[part].name)
+        return print_size(truncating_divisions(e, ranges), self.size_target, self.size_name)
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
         binding, offset = self.resolve(ph, env, ranges, checks)
@@ -511,11 +539,22 @@ class KernelEmitter:
         bound = strip_parentheses(self.checked_size(n, ranges, count))
         i = self.namer.fresh(index)
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
-        lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
+        running: dict = {}
+        if self.options.reduce_strength:
+            self.running.append((index_symbol(i), running))
+        try:
+            lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
+        finally:
+            if self.options.reduce_strength:
+                self.running.pop()
+        starts = [f"int64_t {r.name} = {self.cint(r.start, ranges)};" for r in running.values()]
+        # wrapping: after the last trip the value may leave int64, and is not read
+        lines += [f"{r.name} = (int64_t)((uint64_t){r.name} + (uint64_t){self.cint(r.step, inner_ranges)});"
+                  for r in running.values()]
         hoisted = []
         if self.options.hoist_checks:
             hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status)
-        loop = [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
+        loop = starts + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
         if hoisted and not positive(n, ranges):
             return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
         return count + hoisted + loop

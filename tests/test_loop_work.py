@@ -13,10 +13,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import sympy
 
 import fsmooth as fs
 from corpus import adbench_gmm, loop_work
-from fsmooth import Array, Bool, Double, Index, build, core, ifold, length
+from fsmooth import Array, Bool, Card, Double, Index, build, core, ifold, length
 from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
 from fsmooth.dps.interp import run_kernel
@@ -256,21 +257,24 @@ def test_gmm_packed_triangle_index_divides_by_shifting(tmp_path):
     """Q_k's packed index d + j(2d-j-1)/2 + (i-j-1) has floor(j(-1-j)/2), a negative dividend:
     it was a call of fs_floordiv_i64 (a division, a remainder and two sign tests) on every
     entry of every triangle of every point; by the constant 2 it is a shift
-    (fs_shift_floor_i64), in no loop a division.  Through the ABI (UBSan, ASan under ASAN) it agrees with numpy."""
+    (fs_shift_floor_i64), in no loop a division (and with reduce_strength, no shift either: the
+    subscript is kept running).  Through the ABI (UBSan, ASan under ASAN) both agree with numpy."""
     f = adbench_gmm.gmm_full_objective
-    artifact = compile_to_c(f.program(), Options())
-    loops = _loop_bodies(artifact.source)
-    assert not [body for body in loops if "floordiv" in body]
-    assert any("fs_shift_floor_i64(" in body and "icf[" in body for body in loops)
-    run_c = Runner(artifact, tmp_path, f.name)
-    for n, k, d in ((0, 1, 1), (1, 1, 1), (3, 2, 5), (17, 4, 9)):
-        args = _gmm_args(max(n, 1), k, d)
-        args = (*args[:3], args[3][:n], *args[4:])
-        if n == 0:  # x[0] gives d: an empty x is out of range in the reference and compiled
-            with pytest.raises(IndexError):
-                f.reference(*args)
-            continue
-        np.testing.assert_allclose(run_c(*args), adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
+    for options in (Options(reduce_strength=False), Options()):
+        artifact = compile_to_c(f.program(), options)
+        loops = _loop_bodies(artifact.source)
+        assert not [body for body in loops if "floordiv" in body]
+        assert any("fs_shift_floor_i64(" in body and "icf[" in body for body in loops) != options.reduce_strength
+        (tmp_path / str(options.reduce_strength)).mkdir()
+        run_c = Runner(artifact, tmp_path / str(options.reduce_strength), f.name)
+        for n, k, d in ((0, 1, 1), (1, 1, 1), (3, 2, 5), (17, 4, 9)):
+            args = _gmm_args(max(n, 1), k, d)
+            args = (*args[:3], args[3][:n], *args[4:])
+            if n == 0:  # x[0] gives d: an empty x is out of range in the reference and compiled
+                with pytest.raises(IndexError):
+                    f.reference(*args)
+                continue
+            np.testing.assert_allclose(run_c(*args), adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
 
 
 # ----------------------------------------------------------------------------- invariant checks leave their loop
@@ -316,6 +320,59 @@ def test_a_loop_invariant_check_runs_once_before_the_loop(tmp_path):
                 call(m, v, t)
 
 
+# ----------------------------------------------------------------------------- subscripts kept running
+
+@fs.kernel
+def squares_sum(v: Array[Double], n: Card) -> Double:
+    """v[i²] summed over i < n."""
+    return ifold(lambda acc, i: acc + v[i * i], 0.0, n)
+
+
+def _subscripts(body: str, array: str) -> list[str]:
+    return re.findall(rf"\b{array}\[([^\]]*)\]", body)
+
+
+def test_a_polynomial_subscript_is_kept_running(tmp_path):
+    """The part of a subscript that varies with its loop's variable but is not affine in it was
+    computed from the variable on every trip: GMM's packed triangle j·d - j + floor(j(-1-j)/2),
+    two multiplications and a shift per entry; i² in v[i*i].  It is kept running (one addition
+    of its affine step per trip): no subscript of the loop mentions the variable any more."""
+    for f, array, variable, step in ((adbench_gmm.gmm_full_objective, "icf", "j", "(point_d0 - 2 - j)"),
+                                     (squares_sum, "v", "i", "(1 + (2 * i))")):
+        kept = [b for b in _loop_bodies(compile_to_c(f.program(), Options(reduce_strength=False)).source)
+                if "for (" not in b[5:]]
+        running = [b for b in _loop_bodies(compile_to_c(f.program(), Options()).source) if "for (" not in b[5:]]
+        before = [x for b in kept for x in _subscripts(b, array) if re.search(rf"\b{variable}\b", x)]
+        assert before and all(x.count("*") >= 1 for x in before), before
+        after = [x for b in running for x in _subscripts(b, array)]
+        assert after and not [x for x in after if re.search(rf"\b{variable}\b", x)], after
+        assert any(f"(uint64_t){step});" in b for b in running)
+    run_c = Runner(compile_to_c(squares_sum.program(), Options()), tmp_path, squares_sum.name)
+    v = rng_for("squares").uniform(-1, 1, 25)
+    for n in (0, 1, 2, 5):
+        assert run_c(v, n) == squares_sum.reference(v, n) == sum(v[i * i] for i in range(n))
+    assert run_c(v, 6) == ("size", 1)  # v[25] is out of range: the size check refuses the call
+    with pytest.raises(IndexError):
+        squares_sum.reference(v, 6)
+
+
+@pytest.mark.parametrize("part, found", [
+    ("floor(j*(-1 - j)/2)", ("0", "-j - 1")),  # j(j+1) is even: an exact quotient
+    ("j*d - j + floor(j*(-1 - j)/2)", ("0", "d - j - 2")),
+    ("j**2", ("0", "2*j + 1")),
+    ("j**3", None),  # its step 3j² + 3j + 1 is not affine
+    ("floor(j**2/2)", None),  # not exact: j² is odd at odd j
+    ("floor(j*d/2)", None),  # a floor of more than the loop's variable
+    ("j**2/2 + j/2", ("0", "j + 1")),
+])
+def test_which_parts_are_kept_running(part, found):
+    from fsmooth.dpia.strength_reduction import reduction
+    j, d = sympy.Symbol("j", integer=True), sympy.Symbol("d", integer=True)
+    got = reduction(sympy.sympify(part, locals={"j": j, "d": d}), j)
+    expected = None if found is None else tuple(sympy.sympify(x, locals={"j": j, "d": d}) for x in found)
+    assert got == expected
+
+
 # ----------------------------------------------------------------------------- sanitizers
 
 SANITIZED = {  # kernel -> its arguments at size n
@@ -323,6 +380,7 @@ SANITIZED = {  # kernel -> its arguments at size n
     loop_work.normalise: lambda rng, n: (rng.uniform(0.5, 2, n),),
     loop_work.guarded_invariant: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 2), 3),
     next_row_dot: lambda rng, n: (rng.uniform(-1, 1, (3, n)), rng.uniform(-1, 1, n), 1),
+    squares_sum: lambda rng, n: (rng.uniform(-1, 1, n * n), n),
     **{k: (lambda rng, n: (rng.uniform(-1, 1, n),)) for k, _ in TRIANGLES},
 }
 
