@@ -253,7 +253,7 @@ def _loop_bodies(source: str) -> list[str]:
     return bodies
 
 
-def test_gmm_packed_triangle_index_divides_by_shifting(tmp_path):
+def test_gmm_packed_triangle_index_through_the_abi(tmp_path):
     """Q_k's packed index d + j(2d-j-1)/2 + (i-j-1) has floor(j(-1-j)/2), a negative dividend:
     it was a call of fs_floordiv_i64 (a division, a remainder and two sign tests) on every
     entry of every triangle of every point; by the constant 2 it is a shift
@@ -294,7 +294,7 @@ def _checks_in_loops(source: str) -> int:
     return sum(1 for line in lines if "fs_checked_" in line or "fs_status = " in line)
 
 
-def test_a_loop_invariant_check_runs_once_before_the_loop(tmp_path):
+def test_a_loop_invariant_check_runs_once_before_the_loop_through_the_abi(tmp_path):
     """m[t + 1] inside the fold over i: the overflow check of t + 1 and the range test of row
     t + 1 ran on every trip; they run once, before the loop, under the loop's own test that it
     runs (``if (0 < v_d0)``).  A loop of no trips fails nowhere its reference does not: t + 1
@@ -332,7 +332,7 @@ def _subscripts(body: str, array: str) -> list[str]:
     return re.findall(rf"\b{array}\[([^\]]*)\]", body)
 
 
-def test_a_polynomial_subscript_is_kept_running(tmp_path):
+def test_a_polynomial_subscript_is_kept_running_through_the_abi(tmp_path):
     """The part of a subscript that varies with its loop's variable but is not affine in it was
     computed from the variable on every trip: GMM's packed triangle j·d - j + floor(j(-1-j)/2),
     two multiplications and a shift per entry; i² in v[i*i].  It is kept running (one addition
