@@ -30,7 +30,7 @@ class Check(str):
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 # a name assigned, declared with a value, incremented, or passed by address (a checked
 # operation's overflow flag)
-_ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|&\s*([A-Za-z_]\w*)")
+_ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?<!&)&(?!&)\s*([A-Za-z_]\w*)")
 
 
 def assigned_names(line: str) -> set[str]:

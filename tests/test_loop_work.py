@@ -320,6 +320,29 @@ def test_a_loop_invariant_check_runs_once_before_the_loop_through_the_abi(tmp_pa
                 call(m, v, t)
 
 
+def test_which_checks_leave_a_loop():
+    """A check moves where no name it uses is assigned in the body (declared, assigned,
+    incremented, passed by address) but by the checks that move with it, and it reads no array;
+    a check in a branch (indented) stays."""
+    from fsmooth.dpia.loop_checks import Check, assigned_names, hoist_invariant_checks
+    fail = "{ fs_status = 1; goto fs_exit; }"
+    assert assigned_names(f"if (!(0 <= index && index < n)) {fail}") == {"fs_status"}
+    assert assigned_names("const int64_t fs_int_1 = fs_checked_add_i64(t, 1, &fs_overflow_1);") == {
+        "fs_int_1", "fs_overflow_1"}
+    assert assigned_names("for (int64_t j = 0; j < n; j++) {") == {"j"}
+    body = [Check("bool fs_overflow_1 = false;"),
+            Check("const int64_t fs_int_1 = fs_checked_add_i64(t, 1, &fs_overflow_1);"),
+            Check("if (fs_overflow_1) { fs_status = 6; goto fs_exit; }"),
+            Check(f"if (!(0 <= fs_int_1 && fs_int_1 < m_d0)) {fail}"),
+            Check(f"if (!(0 <= i && i < v_d0)) {fail}"),  # the loop's variable
+            Check("const int64_t index = obs[i];"),  # reads an array
+            Check(f"if (!(0 <= acc_i && acc_i < v_d0)) {fail}"),  # the fold's state
+            "acc = acc + v[fs_int_1];", "acc_i = acc_i + 1;",
+            "if (c) {", Check(f"    if (!(0 <= k && k < v_d0)) {fail}"), "}"]
+    hoisted, kept = hoist_invariant_checks(body, "i", "fs_status")
+    assert hoisted == body[:4] and kept == body[4:]
+
+
 # ----------------------------------------------------------------------------- subscripts kept running
 
 @fs.kernel
