@@ -42,7 +42,7 @@ from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
-from .loop_checks import Check, hoist_invariant_checks
+from .loop_checks import Check, RangeTest, hoist_invariant_checks, records_moved
 from .strength_reduction import RunningTerm, reduction, varying_part
 
 C_KEYWORDS = frozenset("""
@@ -344,9 +344,9 @@ class KernelEmitter:
                         checks.append(Check(f"const int64_t {name} = {strip_parentheses(text)};"))
                         i, text = index_symbol(name), name
                     bound = self.cint(length, ranges)
-                    checks.append(Check(f"if (!(0 <= {text} && {text} < {bound})) "
-                                        f"{self.exit.fail(STATUS_OUT_OF_RANGE)}"))
-                    self.range_checks.append(RangeCheck(loc, text, bound, True))
+                    record = RangeCheck(loc, text, bound, True)
+                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record))
+                    self.range_checks.append(record)
                     tested[symbol] = i
         return tested
 
@@ -553,7 +553,10 @@ class KernelEmitter:
                   for r in running.values()]
         hoisted = []
         if self.options.hoist_checks:
-            hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status)
+            last = f"{bound} - 1" if count else strip_parentheses(self.cint(n - 1, ranges))
+            moved, hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status, last)
+            changed = records_moved(moved, hoisted)
+            self.range_checks = [changed.get(r, r) for r in self.range_checks]
         loop = starts + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
         if hoisted and not positive(n, ranges):
             return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]

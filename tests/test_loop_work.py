@@ -320,11 +320,41 @@ def test_a_loop_invariant_check_runs_once_before_the_loop_through_the_abi(tmp_pa
                 call(m, v, t)
 
 
+@fs.kernel
+def scaled_or_kept(v: Array[Double], w: Array[Double], c: Double) -> Array[Double]:
+    """v[i] for i < length(w), read only where c > 0: a run-time range test, not a size check."""
+    return build(length(w), lambda i: v[i] * c) if c > 0.0 else w
+
+
+def test_a_loop_variables_range_test_runs_once_through_the_abi(tmp_path):
+    """v[i] in the loop over i < length(w), in a branch: its range test ran on every trip; it
+    is the test of the last trip, w_d0 - 1 < v_d0, once before the loop (under 0 < w_d0), and
+    the interface's record says so."""
+    f = scaled_or_kept
+    hoisted = compile_to_c(f.program(), Options()).source
+    kept = compile_to_c(f.program(), Options(hoist_checks=False)).source
+    assert _checks_in_loops(kept) == 1 and _checks_in_loops(hoisted) == 0
+    assert "if (!(0 <= w_d0 - 1 && w_d0 - 1 < v_d0))" in hoisted
+    (record,) = compile_to_c(f.program(), Options()).interfaces[f.name].range_checks
+    assert (record.index, record.length, record.emitted) == ("w_d0 - 1", "v_d0", True)
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    rng = rng_for("scaled")
+    for nv, nw, c in ((5, 3, 2.0), (3, 3, 2.0), (0, 0, 2.0), (0, 4, -1.0), (2, 0, 1.0)):
+        v, w = rng.uniform(-1, 1, nv), rng.uniform(-1, 1, nw)
+        np.testing.assert_array_equal(run_c(v, w, c), f.reference(v, w, c))
+        np.testing.assert_array_equal(f(v, w, c), f.reference(v, w, c))
+    v, w = rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 3)
+    assert run_c(v, w, 2.0) == ("status", 1)
+    for call in (f, f.reference):
+        with pytest.raises(IndexError):
+            call(v, w, 2.0)
+
+
 def test_which_checks_leave_a_loop():
     """A check moves where no name it uses is assigned in the body (declared, assigned,
     incremented, passed by address) but by the checks that move with it, and it reads no array;
     a check in a branch (indented) stays."""
-    from fsmooth.dpia.loop_checks import Check, assigned_names, hoist_invariant_checks
+    from fsmooth.dpia.loop_checks import Check, RangeTest, assigned_names, hoist_invariant_checks
     fail = "{ fs_status = 1; goto fs_exit; }"
     assert assigned_names(f"if (!(0 <= index && index < n)) {fail}") == {"fs_status"}
     assert assigned_names("const int64_t fs_int_1 = fs_checked_add_i64(t, 1, &fs_overflow_1);") == {
@@ -339,8 +369,13 @@ def test_which_checks_leave_a_loop():
             Check(f"if (!(0 <= acc_i && acc_i < v_d0)) {fail}"),  # the fold's state
             "acc = acc + v[fs_int_1];", "acc_i = acc_i + 1;",
             "if (c) {", Check(f"    if (!(0 <= k && k < v_d0)) {fail}"), "}"]
-    hoisted, kept = hoist_invariant_checks(body, "i", "fs_status")
+    _, hoisted, kept = hoist_invariant_checks(body, "i", "fs_status", "n - 1")
     assert hoisted == body[:4] and kept == body[4:]
+    # the range test of the loop's variable itself moves as the test of its last value
+    body[4] = RangeTest("i", "v_d0", fail)
+    _, hoisted, kept = hoist_invariant_checks(body, "i", "fs_status", "n - 1")
+    assert hoisted == [*body[:4], f"if (!(0 <= n - 1 && n - 1 < v_d0)) {fail}"] and kept == body[5:]
+    assert hoist_invariant_checks([RangeTest("i", "m", fail), "m = m + 1;"], "i", "fs_status", "n - 1")[0] == []
 
 
 # ----------------------------------------------------------------------------- subscripts kept running
