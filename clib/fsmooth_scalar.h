@@ -40,6 +40,12 @@ static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
+/* The same by a divisor 2**k (k >= 1), for every a and without a test: >> of a negative int64
+ * is arithmetic (sign-filling) in gcc and clang and so defined in OpenCL C, so a >> k is
+ * floor(a / 2**k); in two's complement a & (2**k - 1) is Python's a % 2**k.  Functions, not
+ * operators in the generated text, so that no precedence of >> or & meets the text around. */
+static inline int64_t fs_shift_floor_i64(int64_t a, int k) { return a >> k; }
+static inline int64_t fs_mask_mod_i64(int64_t a, int64_t mask) { return a & mask; }
 static inline int64_t fs_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }
 
 /* Checked int64 arithmetic, for the program's integer arithmetic and the sizes computed inside a

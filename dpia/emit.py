@@ -32,7 +32,7 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import Ranges, overflow_conditions, simplify_index, truncating_divisions
+from fsmooth.dps.ranges import Ranges, overflow_conditions, positive, simplify_index, truncating_divisions
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
@@ -42,6 +42,8 @@ from fsmooth.types import C_TYPE, ArrayT, Card, Index, Scalar
 from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
+from .loop_checks import Check, RangeTest, hoist_invariant_checks, records_moved
+from .strength_reduction import RunningTerm, reduction, varying_part
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -203,6 +205,9 @@ class KernelEmitter:
         self.reads: dict = {}
         self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
         self.fitting_before_the_body: dict = {}  # sizes tested before the body (paths.FitsInt64)
+        # per enclosing sequential loop, its variable and the parts of subscripts kept running
+        # (dpia.strength_reduction), innermost last
+        self.running: list[tuple[sympy.Symbol, dict]] = []
 
     # -- sizes
     def _size_sources(self):
@@ -263,7 +268,7 @@ class KernelEmitter:
             self.fitting_before_the_body.update(dict.fromkeys(conditions))
             return self.cint(n, ranges)
         if sympy.sympify(n).is_Integer:  # folded from literals, beyond int64
-            checks.append(self.integer_overflow("true"))
+            checks.append(Check(self.integer_overflow("true")))
             return "0"
         return self.checked_value(lambda flag: strip_parentheses(self.cint(n, ranges, overflow_checked_c(flag))), checks)
 
@@ -274,7 +279,8 @@ class KernelEmitter:
         OverflowError."""
         k = self.fresh_number()
         flag, name = f"fs_overflow{k}", f"fs_int{k}"
-        checks += [f"bool {flag} = false;", f"const int64_t {name} = {text(flag)};", self.integer_overflow(flag)]
+        checks += map(Check, [f"bool {flag} = false;", f"const int64_t {name} = {text(flag)};",
+                              self.integer_overflow(flag)])
         return name
 
     def before_the_body(self, body: list[str]) -> list[str]:
@@ -324,8 +330,8 @@ class KernelEmitter:
                 case paths.FitsInt64(values):
                     self.fitting_before_the_body.update(dict.fromkeys(values))
                 case paths.NonzeroDivisor(d):
-                    checks.append(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
-                                  f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                    checks.append(Check(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
+                                        f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}"))
                 case paths.InRange(i, length, loc, proof, None):
                     facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
                     self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
@@ -335,11 +341,12 @@ class KernelEmitter:
                     if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
                         # evaluated once, for the test and for the read
                         name = self.namer.fresh("index")
-                        checks.append(f"const int64_t {name} = {strip_parentheses(text)};")
+                        checks.append(Check(f"const int64_t {name} = {strip_parentheses(text)};"))
                         i, text = index_symbol(name), name
                     bound = self.cint(length, ranges)
-                    checks.append(f"if (!(0 <= {text} && {text} < {bound})) {self.exit.fail(STATUS_OUT_OF_RANGE)}")
-                    self.range_checks.append(RangeCheck(loc, text, bound, True))
+                    record = RangeCheck(loc, text, bound, True)
+                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record))
+                    self.range_checks.append(record)
                     tested[symbol] = i
         return tested
 
@@ -348,7 +355,31 @@ class KernelEmitter:
         if isinstance(binding, ScalarVariable):
             assert offset == 0, (ph, offset)
             return binding.cname
-        return f"{binding.cname}[{self.cint(offset, ranges)}]"
+        return f"{binding.cname}[{self.subscript(offset, ranges)}]"
+
+    def subscript(self, offset, ranges: Ranges) -> str:
+        """The C of the subscript ``offset``, its parts that an enclosing loop keeps running
+        (``dpia.strength_reduction``) read from their variables."""
+        e = simplify_index(offset, ranges)
+        loop_variables = [v for v, _, _ in ranges.loops]
+        for variable, terms in self.running:
+            if variable not in e.free_symbols:
+                continue
+            outer = set(loop_variables[:loop_variables.index(variable)])
+            part = varying_part(e, variable, set(ranges.naturals) | outer)
+            if part == 0:
+                continue
+            if part not in terms:
+                found = reduction(part, variable)
+                if found is None:
+                    continue
+                conditions = [overflow_conditions(x, ranges) for x in (part, found[1])]
+                if None in conditions:
+                    continue
+                self.fitting_before_the_body.update(dict.fromkeys(conditions[0] + conditions[1]))
+                terms[part] = RunningTerm(self.namer.fresh("running"), variable, part, *found)
+            e = e - part + index_symbol(terms[part].name)
+        return print_size(truncating_divisions(e, ranges), self.size_target, self.size_name)
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
         binding, offset = self.resolve(ph, env, ranges, checks)
@@ -366,15 +397,16 @@ class KernelEmitter:
             case p.ScalarOp(op, args):
                 texts = [self.exp(a, env, ranges, checks) for a in args]
                 if paths.divides_unchecked(ph):
-                    checks.append(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}")
+                    checks.append(Check(f"if ({texts[1]} == 0) {self.exit.fail(STATUS_DIVISION_BY_ZERO)}"))
                 if paths.converts_to_index(ph):
                     # the cast is defined only in int64's range: test first (operand evaluated once)
                     if not re.fullmatch(r"[A-Za-z_]\w*", texts[0]):
                         name = self.namer.fresh("converted")
-                        checks.append(f"const {c_type(p.data_of(args[0]))} {name} = {strip_parentheses(texts[0])};")
+                        checks.append(Check(f"const {c_type(p.data_of(args[0]))} {name} = "
+                                            f"{strip_parentheses(texts[0])};"))
                         texts[0] = name
-                    checks.append(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
-                                  f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}")
+                    checks.append(Check(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
+                                        f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}"))
                 fits = paths.arithmetic_fits(ph, env, ranges, self.size_names)
                 if fits is None:
                     return self.checked_value(lambda flag: f"fs_checked_{op}_i64({', '.join(texts)}, &{flag})", checks)
@@ -511,13 +543,35 @@ class KernelEmitter:
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
         """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration.
         The count is checked where it may overflow (``checked_size``); the body's ranges keep its
-        expression, which is its value wherever the loop runs."""
+        expression, which is its value wherever the loop runs.  The body's loop-invariant checks
+        run once, before it (``dpia.loop_checks``), where the loop runs at least once: under
+        ``if (0 < n)`` unless the ranges prove n ≥ 1."""
         count: list = []
-        bound = self.checked_size(n, ranges, count)
+        bound = strip_parentheses(self.checked_size(n, ranges, count))
         i = self.namer.fresh(index)
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
-        lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
-        return count + [f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
+        running: dict = {}
+        if self.options.reduce_strength:
+            self.running.append((index_symbol(i), running))
+        try:
+            lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
+        finally:
+            if self.options.reduce_strength:
+                self.running.pop()
+        starts = [f"int64_t {r.name} = {self.cint(r.start, ranges)};" for r in running.values()]
+        # wrapping: after the last trip the value may leave int64, and is not read
+        lines += [f"{r.name} = (int64_t)((uint64_t){r.name} + (uint64_t){self.cint(r.step, inner_ranges)});"
+                  for r in running.values()]
+        hoisted = []
+        if self.options.hoist_checks:
+            last = f"{bound} - 1" if count else strip_parentheses(self.cint(n - 1, ranges))
+            moved, hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status, last)
+            changed = records_moved(moved, hoisted)
+            self.range_checks = [changed.get(r, r) for r in self.range_checks]
+        loop = starts + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
+        if hoisted and not positive(n, ranges):
+            return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
+        return count + hoisted + loop
 
     # -- what the kernel's caller needs
     def scratch(self) -> sympy.Expr:

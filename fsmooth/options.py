@@ -32,6 +32,8 @@ class Options:
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
     # code generation
+    hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
+    reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone is kept running, one addition per trip")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun

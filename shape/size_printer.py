@@ -10,7 +10,9 @@ One walk over the expression (``print_size``, ``print_condition``) serves every 
 value is known to be an integer (a size formula such as ``n*(n + 1)/2``), and the quotients and
 remainders that an index computation has proven to have a nonnegative dividend and a positive
 divisor (``NonnegativeQuotient``, ``NonnegativeMod``), where C's truncating ``/`` and ``%`` are
-right.
+right.  Where the divisor is a positive power of two, C divides by shifting and takes the
+remainder by masking (``SizeTarget.shift_quotient``, ``mask_modulo``): the same value for every
+dividend, without the general helper's division and sign tests.
 """
 from __future__ import annotations
 
@@ -62,6 +64,11 @@ class SizeTarget:
     negation: str
     true: str
     false: str
+    # where the divisor is a constant 2**k (k >= 1), any quotient above (exact, floor, proven
+    # nonnegative) as {0} shifted right by k = {1}, and any remainder (modulo, truncating modulo)
+    # as {0} masked by 2**k - 1 = {1}; None: the templates above
+    shift_quotient: str | None = None
+    mask_modulo: str | None = None
 
 
 _RELATION_SYMBOLS = {sympy.GreaterThan: ">=", sympy.StrictGreaterThan: ">", sympy.LessThan: "<=",
@@ -79,6 +86,9 @@ C = SizeTarget(
     maximum="fs_max_i64({0}, {1})", minimum="fs_min_i64({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
     conjunction="{0} && {1}", disjunction="{0} || {1}", negation="(!{0})", true="1", false="0",
+    # floor(a / 2**k) and Python's a % 2**k for every a, neither overflowing nor testing a sign
+    # (clib/fsmooth_scalar.h: an arithmetic shift and a mask)
+    shift_quotient="fs_shift_floor_i64({0}, {1})", mask_modulo="fs_mask_mod_i64({0}, {1})",
 )
 
 # C whose every operation is checked (clib/fsmooth_rt.h): an overflow or a division by zero gives
@@ -95,6 +105,7 @@ C_CHECKED = dataclasses.replace(
     relations={r: f"fs_size_{name}({{0}}, {{1}})" for r, name in (
         (sympy.GreaterThan, "ge"), (sympy.StrictGreaterThan, "gt"), (sympy.LessThan, "le"),
         (sympy.StrictLessThan, "lt"), (sympy.Equality, "eq"), (sympy.Unequality, "ne"))},
+    shift_quotient=None, mask_modulo=None,  # a shift or a mask would not pass FS_SIZE_POISON on
 )
 
 
@@ -219,6 +230,14 @@ def condition_json(cond):
     return json.loads(print_condition(cond, JSON))
 
 
+def _power_of_two(den) -> int:
+    """k where ``den`` is the integer 2**k with k >= 1, else 0."""
+    if not (isinstance(den, sympy.Integer) and den > 1):
+        return 0
+    value = int(den)
+    return value.bit_length() - 1 if value & (value - 1) == 0 else 0
+
+
 @dataclass(frozen=True)
 class _Printer:
     target: SizeTarget
@@ -237,11 +256,26 @@ class _Printer:
         if den == 1:
             return self.term(e)
         if den.is_Integer and den > 0:
-            return t.exact_quotient.format(self.term(sympy.expand(num)), self.term(den))
+            return self._divide(t.exact_quotient, self.term(sympy.expand(num)), den)
         return t.quotient.format(self.term(num), self.term(den))
 
-    def _quotient(self, template: str, arg) -> str:
+    def _quotient(self, template: str, arg, rounds_down: bool) -> str:
         num, den = sympy.fraction(sympy.together(arg))
+        if not rounds_down:
+            return template.format(self.integer(num), self.integer(den))
+        return self._divide(template, self.integer(num), den)
+
+    def _divide(self, template: str, num: str, den) -> str:
+        """``num`` (printed) divided by ``den`` as ``template`` says, or shifted where ``den`` is
+        a power of two and the target shifts (a quotient rounded down: floor, or exact)."""
+        shift = _power_of_two(den)
+        if shift and self.target.shift_quotient:
+            return self.target.shift_quotient.format(num, self.target.integer(shift))
+        return template.format(num, self.integer(den))
+
+    def _remainder(self, template: str, num, den) -> str:
+        if _power_of_two(den) and self.target.mask_modulo:
+            return self.target.mask_modulo.format(self.integer(num), self.target.integer(int(den) - 1))
         return template.format(self.integer(num), self.integer(den))
 
     def term(self, e) -> str:
@@ -266,15 +300,15 @@ class _Printer:
             case sympy.Pow() if e.exp.is_Integer and e.exp > 0:
                 return t.group.format(self._fold(t.multiply, [self.term(e.base)] * int(e.exp)))
             case sympy.floor():
-                return self._quotient(t.floor_quotient, e.args[0])
+                return self._quotient(t.floor_quotient, e.args[0], rounds_down=True)
             case sympy.ceiling():
-                return self._quotient(t.ceiling_quotient, e.args[0])
+                return self._quotient(t.ceiling_quotient, e.args[0], rounds_down=False)
             case sympy.Mod():
-                return t.modulo.format(self.integer(e.args[0]), self.integer(e.args[1]))
+                return self._remainder(t.modulo, *e.args)
             case NonnegativeMod():
-                return t.truncating_modulo.format(self.integer(e.args[0]), self.integer(e.args[1]))
+                return self._remainder(t.truncating_modulo, *e.args)
             case NonnegativeQuotient():
-                return t.truncating_quotient.format(self.integer(e.args[0]), self.integer(e.args[1]))
+                return self._divide(t.truncating_quotient, self.integer(e.args[0]), e.args[1])
             case sympy.Max():
                 return self._fold(t.maximum, [self.integer(a) for a in e.args])
             case sympy.Min():

@@ -7,15 +7,17 @@ numpy at sizes 0, 1 and large are tests/test_corpus.py's)."""
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from dataclasses import replace
 
 import numpy as np
 import pytest
+import sympy
 
 import fsmooth as fs
 from corpus import adbench_gmm, loop_work
-from fsmooth import Array, Bool, Double, build, core, ifold, length
+from fsmooth import Array, Bool, Card, Double, Index, build, core, ifold, length
 from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
 from fsmooth.dps.interp import run_kernel
@@ -238,12 +240,205 @@ def test_gmm_computes_the_exp_of_the_diagonal_once_not_per_point():
     assert exps[8] - exps[2] == (8 - 2) * k
 
 
+def _loop_bodies(source: str) -> list[str]:
+    """The text of every ``for`` loop of ``source``, from its header to its closing brace."""
+    bodies = []
+    for start in (m.start() for m in re.finditer(r"\bfor \(", source)):
+        depth, end = 0, source.index("{", start)
+        for end in range(end, len(source)):
+            depth += {"{": 1, "}": -1}.get(source[end], 0)
+            if depth == 0:
+                break
+        bodies.append(source[start:end + 1])
+    return bodies
+
+
+def test_gmm_packed_triangle_index_through_the_abi(tmp_path):
+    """Q_k's packed index d + j(2d-j-1)/2 + (i-j-1) has floor(j(-1-j)/2), a negative dividend:
+    it was a call of fs_floordiv_i64 (a division, a remainder and two sign tests) on every
+    entry of every triangle of every point; by the constant 2 it is a shift
+    (fs_shift_floor_i64), in no loop a division (and with reduce_strength, no shift either: the
+    subscript is kept running).  Through the ABI (UBSan, ASan under ASAN) both agree with numpy."""
+    f = adbench_gmm.gmm_full_objective
+    for options in (Options(reduce_strength=False), Options()):
+        artifact = compile_to_c(f.program(), options)
+        loops = _loop_bodies(artifact.source)
+        assert not [body for body in loops if "floordiv" in body]
+        assert any("fs_shift_floor_i64(" in body and "icf[" in body for body in loops) != options.reduce_strength
+        (tmp_path / str(options.reduce_strength)).mkdir()
+        run_c = Runner(artifact, tmp_path / str(options.reduce_strength), f.name)
+        for n, k, d in ((0, 1, 1), (1, 1, 1), (3, 2, 5), (17, 4, 9)):
+            args = _gmm_args(max(n, 1), k, d)
+            args = (*args[:3], args[3][:n], *args[4:])
+            if n == 0:  # x[0] gives d: an empty x is out of range in the reference and compiled
+                with pytest.raises(IndexError):
+                    f.reference(*args)
+                continue
+            np.testing.assert_allclose(run_c(*args), adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------- invariant checks leave their loop
+
+@fs.kernel
+def next_row_dot(m: Array[Array[Double]], v: Array[Double], t: Index) -> Double:
+    """As LSTM's loss: row t + 1 of m, read inside a fold over the columns."""
+    return ifold(lambda acc, i: acc + m[t + 1][i] * v[i], 0.0, length(v))
+
+
+def _checks_in_loops(source: str) -> int:
+    """The checks (checked integer arithmetic, failing tests) inside some loop of ``source``,
+    each counted once (in its innermost loop)."""
+    inner = [body for body in _loop_bodies(source) if "for (" not in body[5:]]
+    outer = [body for body in _loop_bodies(source) if body not in inner]
+    lines = {line for body in inner + outer for line in body.splitlines()[1:]}
+    return sum(1 for line in lines if "fs_checked_" in line or "fs_status = " in line)
+
+
+def test_a_loop_invariant_check_runs_once_before_the_loop_through_the_abi(tmp_path):
+    """m[t + 1] inside the fold over i: the overflow check of t + 1 and the range test of row
+    t + 1 ran on every trip; they run once, before the loop, under the loop's own test that it
+    runs (``if (0 < v_d0)``).  A loop of no trips fails nowhere its reference does not: t + 1
+    overflowing or out of range with v empty gives 0.0, in the reference and compiled."""
+    f = next_row_dot
+    hoisted = compile_to_c(f.program(), Options()).source
+    kept = compile_to_c(f.program(), Options(hoist_checks=False)).source
+    assert _checks_in_loops(kept) == 3  # the overflow test, the row's range test, t + 1 itself
+    assert _checks_in_loops(hoisted) == 0
+    assert "if (0 < v_d0) {" in hoisted and "if (0 < v_d0)" not in kept
+    m, v = rng_for("rows").uniform(-1, 1, (4, 3)), rng_for("v").uniform(-1, 1, 3)
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    for t in (-1, 0, 2):
+        assert f(m, v, t) == f.reference(m, v, t) == run_c(m, v, t)
+        assert math.isclose(f(m, v, t), float(m[t + 1] @ v), rel_tol=1e-12)
+    empty = np.zeros(0)
+    for t in (2**63 - 1, 3, -2, -2**63):  # overflows, out of range, out of range, in range
+        assert f(m, empty, t) == f.reference(m, empty, t) == run_c(m, empty, t) == 0.0
+    for t, error, status in ((2**63 - 1, OverflowError, 6), (3, IndexError, 1), (-2, IndexError, 1)):
+        assert run_c(m, v, t) == ("status", status)
+        for call in (f, f.reference):
+            with pytest.raises(error):
+                call(m, v, t)
+
+
+@fs.kernel
+def scaled_or_kept(v: Array[Double], w: Array[Double], c: Double) -> Array[Double]:
+    """v[i] for i < length(w), read only where c > 0: a run-time range test, not a size check."""
+    return build(length(w), lambda i: v[i] * c) if c > 0.0 else w
+
+
+def test_a_loop_variables_range_test_runs_once_through_the_abi(tmp_path):
+    """v[i] in the loop over i < length(w), in a branch: its range test ran on every trip; it
+    is the test of the last trip, w_d0 - 1 < v_d0, once before the loop (under 0 < w_d0), and
+    the interface's record says so."""
+    f = scaled_or_kept
+    hoisted = compile_to_c(f.program(), Options()).source
+    kept = compile_to_c(f.program(), Options(hoist_checks=False)).source
+    assert _checks_in_loops(kept) == 1 and _checks_in_loops(hoisted) == 0
+    assert "if (!(0 <= w_d0 - 1 && w_d0 - 1 < v_d0))" in hoisted
+    (record,) = compile_to_c(f.program(), Options()).interfaces[f.name].range_checks
+    assert (record.index, record.length, record.emitted) == ("w_d0 - 1", "v_d0", True)
+    run_c = Runner(compile_to_c(f.program(), Options()), tmp_path, f.name)
+    rng = rng_for("scaled")
+    for nv, nw, c in ((5, 3, 2.0), (3, 3, 2.0), (0, 0, 2.0), (0, 4, -1.0), (2, 0, 1.0)):
+        v, w = rng.uniform(-1, 1, nv), rng.uniform(-1, 1, nw)
+        np.testing.assert_array_equal(run_c(v, w, c), f.reference(v, w, c))
+        np.testing.assert_array_equal(f(v, w, c), f.reference(v, w, c))
+    v, w = rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 3)
+    assert run_c(v, w, 2.0) == ("status", 1)
+    for call in (f, f.reference):
+        with pytest.raises(IndexError):
+            call(v, w, 2.0)
+
+
+def test_which_checks_leave_a_loop():
+    """A check moves where no name it uses is assigned in the body (declared, assigned,
+    incremented, passed by address) but by the checks that move with it, and it reads no array;
+    a check in a branch (indented) stays."""
+    from fsmooth.dpia.loop_checks import Check, RangeTest, assigned_names, hoist_invariant_checks
+    fail = "{ fs_status = 1; goto fs_exit; }"
+    assert assigned_names(f"if (!(0 <= index && index < n)) {fail}") == {"fs_status"}
+    assert assigned_names("const int64_t fs_int_1 = fs_checked_add_i64(t, 1, &fs_overflow_1);") == {
+        "fs_int_1", "fs_overflow_1"}
+    assert assigned_names("for (int64_t j = 0; j < n; j++) {") == {"j"}
+    body = [Check("bool fs_overflow_1 = false;"),
+            Check("const int64_t fs_int_1 = fs_checked_add_i64(t, 1, &fs_overflow_1);"),
+            Check("if (fs_overflow_1) { fs_status = 6; goto fs_exit; }"),
+            Check(f"if (!(0 <= fs_int_1 && fs_int_1 < m_d0)) {fail}"),
+            Check(f"if (!(0 <= i && i < v_d0)) {fail}"),  # the loop's variable
+            Check("const int64_t index = obs[i];"),  # reads an array
+            Check(f"if (!(0 <= acc_i && acc_i < v_d0)) {fail}"),  # the fold's state
+            "acc = acc + v[fs_int_1];", "acc_i = acc_i + 1;",
+            "if (c) {", Check(f"    if (!(0 <= k && k < v_d0)) {fail}"), "}"]
+    _, hoisted, kept = hoist_invariant_checks(body, "i", "fs_status", "n - 1")
+    assert hoisted == body[:4] and kept == body[4:]
+    # the range test of the loop's variable itself moves as the test of its last value
+    body[4] = RangeTest("i", "v_d0", fail)
+    _, hoisted, kept = hoist_invariant_checks(body, "i", "fs_status", "n - 1")
+    assert hoisted == [*body[:4], f"if (!(0 <= n - 1 && n - 1 < v_d0)) {fail}"] and kept == body[5:]
+    assert hoist_invariant_checks([RangeTest("i", "m", fail), "m = m + 1;"], "i", "fs_status", "n - 1")[0] == []
+
+
+# ----------------------------------------------------------------------------- subscripts kept running
+
+@fs.kernel
+def squares_sum(v: Array[Double], n: Card) -> Double:
+    """v[i²] summed over i < n."""
+    return ifold(lambda acc, i: acc + v[i * i], 0.0, n)
+
+
+def _subscripts(body: str, array: str) -> list[str]:
+    return re.findall(rf"\b{array}\[([^\]]*)\]", body)
+
+
+def test_a_polynomial_subscript_is_kept_running_through_the_abi(tmp_path):
+    """The part of a subscript that varies with its loop's variable but is not affine in it was
+    computed from the variable on every trip: GMM's packed triangle j·d - j + floor(j(-1-j)/2),
+    two multiplications and a shift per entry; i² in v[i*i].  It is kept running (one addition
+    of its affine step per trip): no subscript of the loop mentions the variable any more."""
+    for f, array, variable, step in ((adbench_gmm.gmm_full_objective, "icf", "j", "(point_d0 - 2 - j)"),
+                                     (squares_sum, "v", "i", "(1 + (2 * i))")):
+        kept = [b for b in _loop_bodies(compile_to_c(f.program(), Options(reduce_strength=False)).source)
+                if "for (" not in b[5:]]
+        running = [b for b in _loop_bodies(compile_to_c(f.program(), Options()).source) if "for (" not in b[5:]]
+        before = [x for b in kept for x in _subscripts(b, array) if re.search(rf"\b{variable}\b", x)]
+        assert before and all(x.count("*") >= 1 for x in before), before
+        after = [x for b in running for x in _subscripts(b, array)]
+        assert after and not [x for x in after if re.search(rf"\b{variable}\b", x)], after
+        assert any(f"(uint64_t){step});" in b for b in running)
+    run_c = Runner(compile_to_c(squares_sum.program(), Options()), tmp_path, squares_sum.name)
+    v = rng_for("squares").uniform(-1, 1, 25)
+    for n in (0, 1, 2, 5):
+        assert run_c(v, n) == squares_sum.reference(v, n) == sum(v[i * i] for i in range(n))
+    assert run_c(v, 6) == ("size", 1)  # v[25] is out of range: the size check refuses the call
+    with pytest.raises(IndexError):
+        squares_sum.reference(v, 6)
+
+
+@pytest.mark.parametrize("part, found", [
+    ("floor(j*(-1 - j)/2)", ("0", "-j - 1")),  # j(j+1) is even: an exact quotient
+    ("j*d - j + floor(j*(-1 - j)/2)", ("0", "d - j - 2")),
+    ("j**2", ("0", "2*j + 1")),
+    ("j**3", None),  # its step 3j² + 3j + 1 is not affine
+    ("floor(j**2/2)", None),  # not exact: j² is odd at odd j
+    ("floor(j*d/2)", None),  # a floor of more than the loop's variable
+    ("j**2/2 + j/2", ("0", "j + 1")),
+])
+def test_which_parts_are_kept_running(part, found):
+    from fsmooth.dpia.strength_reduction import reduction
+    j, d = sympy.Symbol("j", integer=True), sympy.Symbol("d", integer=True)
+    got = reduction(sympy.sympify(part, locals={"j": j, "d": d}), j)
+    expected = None if found is None else tuple(sympy.sympify(x, locals={"j": j, "d": d}) for x in found)
+    assert got == expected
+
+
 # ----------------------------------------------------------------------------- sanitizers
 
 SANITIZED = {  # kernel -> its arguments at size n
     loop_work.fused_exp_sin: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 1)),
     loop_work.normalise: lambda rng, n: (rng.uniform(0.5, 2, n),),
     loop_work.guarded_invariant: lambda rng, n: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n + 2), 3),
+    next_row_dot: lambda rng, n: (rng.uniform(-1, 1, (3, n)), rng.uniform(-1, 1, n), 1),
+    squares_sum: lambda rng, n: (rng.uniform(-1, 1, n * n), n),
     **{k: (lambda rng, n: (rng.uniform(-1, 1, n),)) for k, _ in TRIANGLES},
 }
 

@@ -10,21 +10,24 @@ import pytest
 import sympy
 
 from fsmooth.errors import CompileError
-from fsmooth.shape.size_printer import (C, OPENCL_C, PYTHON, SIZE_OVERFLOW, NonnegativeMod, NonnegativeQuotient,
-                                        compile_constraint_check, compile_size_function, condition_json,
-                                        print_condition, print_size, size_json)
+from fsmooth.shape.size_printer import (C, C_CHECKED, OPENCL_C, PYTHON, SIZE_OVERFLOW, NonnegativeMod,
+                                        NonnegativeQuotient, compile_constraint_check, compile_size_function,
+                                        condition_json, overflow_checked_c, print_condition, print_size,
+                                        size_json)
 
 n, m, S, N = sympy.symbols("n m S N", integer=True, nonnegative=True)
 i = sympy.Symbol("i", integer=True)
 
 
 def test_sizes_to_c():
-    assert print_size(n * (n + 1) / 2, C) == "((n + (n * n)) / 2)"
+    assert print_size(n * (n + 1) / 2, C) == "fs_shift_floor_i64((n + (n * n)), 1)"
+    assert print_size(n * (n + 1) / 6, C) == "((n + (n * n)) / 6)"
     assert print_size(sympy.Max(n, m) + 1, C) == "(1 + fs_max_i64(m, n))"
     assert print_size(sympy.floor(n / 3), C) == "fs_floordiv_i64(n, 3)"
     assert print_size(sympy.ceiling(n / m), C) == "fs_ceildiv_i64(n, m)"
     assert print_size(sympy.Mod(n - m, 3), C) == "fs_mod_i64((n - m), 3)"
     assert print_size(NonnegativeMod(i, 3) + NonnegativeQuotient(i, 3), C) == "((i % 3) + (i / 3))"
+    assert print_size(NonnegativeMod(i, 4) + NonnegativeQuotient(i, 4), C) == "(fs_mask_mod_i64(i, 3) + fs_shift_floor_i64(i, 2))"
     assert print_size(n * 2**40, C) == "(INT64_C(1099511627776) * n)"
     assert print_size(n, C, lambda s: f"{s.name}_1") == "n_1"
     assert OPENCL_C is C  # the OpenCL prelude carries the same helpers
@@ -140,6 +143,36 @@ def test_ceiling_division_in_c_agrees_with_python(tmp_path):
         got = subprocess.run([str(tmp_path / "ceil"), str(x), str(y)], check=True, capture_output=True,
                              text=True).stdout.split()
         assert got == [str(-(-x // y)), str(-(-(x - 7) // 3)), str(-(-(x // 2) // y))], (x, y)
+
+
+def test_power_of_two_divisors_shift_and_mask_in_c(tmp_path):
+    """A quotient rounded down (floor, exact, proven nonnegative) by a constant 2**k is a shift
+    and a remainder by it a mask, in C and in overflow-checked C: no division nor sign test
+    (fs_shift_floor_i64, fs_mask_mod_i64: one operator each), and the value of Python's // and % for every int64 dividend (compiled under UBSan).  The
+    poison-passing C of size checks and a ceiling keep their helpers."""
+    a, b = sympy.symbols("a b", integer=True)
+    formulas = [sympy.floor(a / 2), sympy.floor(a / 8), sympy.floor((a - 7) / 4), sympy.Mod(a, 2),
+                sympy.Mod(a - 3, 16), sympy.floor(a * (-1 - a) / 2), 2 * b * (2 * b + 1) / 2]
+    for target in (C, overflow_checked_c("overflow")):
+        texts = [print_size(f, target) for f in formulas]
+        assert not any("floordiv" in t or "fs_mod" in t or "/" in t or "%" in t for t in texts), texts
+        assert texts[:2] == ["fs_shift_floor_i64(a, 1)", "fs_shift_floor_i64(a, 3)"]
+        assert "fs_mask_mod_i64(a, 1)" in texts
+    assert print_size(sympy.floor(a / 2), C_CHECKED) == "fs_size_floordiv(a, 2)"
+    assert print_size(sympy.Mod(a, 2), C_CHECKED) == "fs_size_mod(a, 2)"
+    assert print_size(sympy.ceiling(a / 2), C) == "fs_ceildiv_i64(a, 2)"
+    assert print_size(sympy.floor(a / 6), C) == "fs_floordiv_i64(a, 6)"
+    body = "".join(f'printf("%lld\\n", (long long){print_size(f, C)});' for f in formulas[:5])
+    (tmp_path / "shift.c").write_text(
+        '#include <stdio.h>\n#include <stdlib.h>\n#include "fsmooth_rt.h"\n'
+        f"int main(int argc, char **argv) {{ int64_t a = strtoll(argv[1], 0, 10); {body} return 0; }}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{CLIB}", "-fsanitize=undefined",
+                    "-fno-sanitize-recover=all", str(tmp_path / "shift.c"), "-o", str(tmp_path / "shift"), "-lm"],
+                   check=True)
+    for x in (-2 ** 63 + 16, -2 ** 62 - 1, -17, -9, -8, -7, -2, -1, 0, 1, 2, 7, 8, 9, 10 ** 15 + 1, 2 ** 63 - 16):
+        got = subprocess.run([str(tmp_path / "shift"), str(x)], check=True, capture_output=True,
+                             text=True).stdout.split()
+        assert got == [str(v) for v in (x // 2, x // 8, (x - 7) // 4, x % 2, (x - 3) % 16)], x
 
 
 def test_a_kernel_scratch_with_ceiling_division(tmp_path):

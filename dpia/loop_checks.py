@@ -1,0 +1,101 @@
+"""Loop-invariant checks leave their loop (issue 11): a run-time check of a loop body whose
+operands the loop does not change (a read's bounds test on an index computed before the loop,
+checked integer arithmetic on sizes or arguments, ``sequence[t + 1]`` inside a fold over i) is
+done once, before the loop, instead of on every trip; so is the range test of a read at the
+loop's variable itself (``rot[i]`` in a loop of 3 over a rot whose length is not known), as the
+test of the variable's last value.
+
+The code generator marks every line it writes for a check as a ``Check``: the declaration of an
+overflow flag, of a checked integer or of an index, a test that fails the call.  Such a line
+computes integers only, reads no memory but its operands and writes nothing but the names it
+declares, its flag (``&flag``) and, where it fails, the status variable before jumping out.  So
+a ``Check`` at the top level of a loop body (run on every trip, in no branch or inner loop)
+gives the same result on every trip where no name it uses is assigned in the loop, and one
+that reads no array (``[``) sees no store of the body.  Those lines move before the loop, in
+their order; the C generator runs them only where the loop runs at least once, so that a loop
+of no trips fails nowhere its reference does not.  Where the loop runs and an earlier
+statement of its body fails, the hoisted check's failure may come first: an error either way,
+as for ``fsmooth.licm``.
+
+This works on the C text because the C names are unique in a kernel (``fsmooth.dpia.emit.Namer``
+and the numbered ``fs_`` names), so a name the body assigns is a name the body owns.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+
+class Check(str):
+    """A line of C written for a check (``KernelEmitter.checks`` lists): see the module."""
+
+
+class RangeTest(Check):
+    """A read's range test, ``if (!(0 <= index && index < bound)) fail``; ``record``: what the
+    kernel's interface says of it (``fsmooth.artifact.RangeCheck``)."""
+
+    def __new__(cls, index: str, bound: str, fail: str, record=None):
+        line = super().__new__(cls, f"if (!(0 <= {index} && {index} < {bound})) {fail}")
+        line.index, line.bound, line.fail, line.record = index, bound, fail, record
+        return line
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+# a name assigned, declared with a value, incremented, or passed by address (a checked
+# operation's overflow flag)
+_ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?<!&)&(?!&)\s*([A-Za-z_]\w*)")
+
+
+def assigned_names(line: str) -> set[str]:
+    return {a or b for a, b in _ASSIGNED.findall(line)}
+
+
+def hoist_invariant_checks(body: list[str], loop_variable: str, status: str,
+                           last: str) -> tuple[list[str], list[str], list[str]]:
+    """(the checks of ``body`` that move before its loop, what they run as there, the body
+    without them).  ``body`` is
+    the loop body's lines, unindented (the lines of a nested block are indented, so the lines
+    without a leading space run on every trip); ``status`` is the status variable, written
+    only on the way out; ``last`` the C of the loop variable's last value.  The range test of
+    the loop variable itself (``v[i]``) moves too, as the test of its last value: the loop's
+    tests fail at some trip exactly where that one fails."""
+    candidates = {k for k, line in enumerate(body)
+                  if isinstance(line, Check) and not line.startswith(" ") and "[" not in line}
+    while True:
+        owned = {loop_variable}
+        for k, line in enumerate(body):
+            if k not in candidates:
+                owned |= assigned_names(line)
+        owned.discard(status)
+        stays = {k for k in candidates if _uses(body[k], loop_variable) & owned}
+        if not stays:
+            break
+        candidates -= stays
+    moved = [line for k, line in enumerate(body) if k in candidates]
+    return (moved, [_before_the_loop(line, loop_variable, last) for line in moved],
+            [line for k, line in enumerate(body) if k not in candidates])
+
+
+def _on_the_variable(line: str, loop_variable: str) -> bool:
+    return isinstance(line, RangeTest) and line.index == loop_variable
+
+
+def _uses(line: str, loop_variable: str) -> set[str]:
+    """The names ``line`` uses, as it runs before the loop."""
+    if _on_the_variable(line, loop_variable):
+        return set(_IDENTIFIER.findall(line.bound)) | set(_IDENTIFIER.findall(line.fail))
+    return set(_IDENTIFIER.findall(line))
+
+
+def _before_the_loop(line: str, loop_variable: str, last: str) -> str:
+    if _on_the_variable(line, loop_variable):
+        record = line.record and dataclasses.replace(line.record, index=last)
+        return RangeTest(last, line.bound, line.fail, record)
+    return line
+
+
+def records_moved(before: list[str], after: list[str]) -> dict:
+    """The interface's record of each range test that moved, changed (a range test of the loop
+    variable became the test of its last value): old record -> new record."""
+    return {a.record: b.record for a, b in zip(before, after)
+            if isinstance(a, RangeTest) and a.record is not None and a.record != b.record}
