@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.dps.ranges import (Ranges, checked_parts, in_range, nonnegative, overflow_conditions, positive,
-                                simplify_index)
+                                simplify_index, substitute)
 from fsmooth import prims
 from fsmooth.errors import CompileError, Loc
 from fsmooth.types import Card, Index
@@ -197,7 +197,7 @@ def rename(e, env: dict, sizes: dict) -> sympy.Expr:
             table[s] = index_symbol(sizes[s.name])
         else:
             raise CompileError(f"the size {s} is not in scope")
-    return e.xreplace(table)
+    return substitute(e, table)
 
 
 def resolve(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Place:
