@@ -350,7 +350,7 @@ def substitute(e: sympy.Expr, mapping: dict) -> sympy.Expr:
     if not e.args:
         return e
     args = tuple(substitute(a, mapping) for a in e.args)
-    if args == e.args:
+    if all(new is old for new, old in zip(args, e.args)):  # identity: an unchanged sub-term is itself
         return e
     return min_max(e.func, args) if isinstance(e, (sympy.Min, sympy.Max)) else e.func(*args)
 
