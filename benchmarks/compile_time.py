@@ -1,6 +1,7 @@
 """Compile time of every corpus kernel (``tests/corpus/*``) through the C and the OpenCL pipeline,
-before any C compiler runs (issue 11), and of two long programs that are generated as source text
-(a sum of N array elements, a chain of N dependent lets; issue 13):
+before any C compiler runs (issue 11), and of three long programs that are generated as source text
+(a sum of N array elements, a chain of N dependent lets; issue 13; a chain of N dependent integer
+lets, issue 11):
 
     python benchmarks/compile_time.py                      # everything; writes results/compile_time.json
     python benchmarks/compile_time.py --only adbench_ba    # modules (or "synthetic") whose name contains it
@@ -53,12 +54,21 @@ def let_chain(n: int) -> str:
             + f"\n    return a{n}\n")
 
 
+def index_chain(n: int) -> str:
+    """A kernel of ``n`` dependent integer lets ``a{k} = (a{k-1} * 31 + v[k]) % 1000003``: one deep
+    integer expression once its lets are inlined, each of whose operations code generation asks
+    whether it may overflow int64."""
+    lines = [f"    a{k} = (a{k - 1} * 31 + v[{k}]) % 1000003" for k in range(1, n + 1)]
+    return (f"@fs.kernel\ndef index_chain_{n}(v: Array[Index]) -> Index:\n    a0 = v[0]\n" + "\n".join(lines)
+            + f"\n    return a{n}\n")
+
+
 def synthetic_module(directory: pathlib.Path, sizes: tuple[int, ...] = SYNTHETIC_SIZES):
     """A module of the long programs of each size, written to ``directory`` (the front end reads a
     kernel's source)."""
     path = directory / "synthetic.py"
-    path.write_text("import fsmooth as fs\nfrom fsmooth import Array, Double\n\n\n"
-                    + "\n\n".join(make(n) for n in sizes for make in (long_sum, let_chain)))
+    path.write_text("import fsmooth as fs\nfrom fsmooth import Array, Double, Index\n\n\n"
+                    + "\n\n".join(make(n) for n in sizes for make in (long_sum, let_chain, index_chain)))
     spec = importlib.util.spec_from_file_location("synthetic", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -208,6 +208,9 @@ class KernelEmitter:
         # per enclosing sequential loop, its variable and the parts of subscripts kept running
         # (dpia.strength_reduction), innermost last
         self.running: list[tuple[sympy.Symbol, dict]] = []
+        # the operands' index values that ``exp`` has asked ``paths.arithmetic_fits`` about, so that
+        # a deep expression's operations are each analysed once, not once per enclosing operation
+        self.arithmetic_values: dict = {}
 
     # -- sizes
     def _size_sources(self):
@@ -407,7 +410,7 @@ class KernelEmitter:
                         texts[0] = name
                     checks.append(Check(f"if (!fs_int_fits_{_suffix(p.data_of(args[0]))}({texts[0]})) "
                                         f"{self.exit.fail(STATUS_INTEGER_CONVERSION)}"))
-                fits = paths.arithmetic_fits(ph, env, ranges, self.size_names)
+                fits = paths.arithmetic_fits(ph, env, ranges, self.size_names, self.arithmetic_values)
                 if fits is None:
                     return self.checked_value(lambda flag: f"fs_checked_{op}_i64({', '.join(texts)}, &{flag})", checks)
                 self.write_needs(fits, ranges, checks)

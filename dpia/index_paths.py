@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.dps.ranges import (Ranges, checked_parts, in_range, nonnegative, overflow_conditions, positive,
-                                simplify_index)
+                                simplify_index, substitute)
 from fsmooth import prims
 from fsmooth.errors import CompileError, Loc
 from fsmooth.types import Card, Index
@@ -154,14 +154,16 @@ def needs_a_test(needs: tuple, ranges: Ranges, sizes: dict) -> bool:
     return False
 
 
-def expression_needs_a_test(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> bool:
-    """Whether code generation of the scalar expression ``ph`` writes a run-time test."""
+def expression_needs_a_test(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict, memo: dict | None = None) -> bool:
+    """Whether code generation of the scalar expression ``ph`` writes a run-time test (``memo``:
+    as ``index``'s, one for the whole expression unless given)."""
+    memo = {} if memo is None else memo
     match ph:
         case p.Literal() | p.NatExp():
             return False
         case p.ScalarOp(_, args):
-            return (divides_unchecked(ph) or converts_to_index(ph) or may_overflow(ph, env, ranges, sizes)
-                    or any(expression_needs_a_test(a, env, ranges, sizes) for a in args))
+            return (divides_unchecked(ph) or converts_to_index(ph) or may_overflow(ph, env, ranges, sizes, memo)
+                    or any(expression_needs_a_test(a, env, ranges, sizes, memo) for a in args))
         case p.Ident(name) if isinstance(env.get(name), SymbolicInteger):
             return False
         case p.Ident() | p.Idx() | p.Shift() | p.Proj():
@@ -195,7 +197,7 @@ def rename(e, env: dict, sizes: dict) -> sympy.Expr:
             table[s] = index_symbol(sizes[s.name])
         else:
             raise CompileError(f"the size {s} is not in scope")
-    return e.xreplace(table)
+    return substitute(e, table)
 
 
 def resolve(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Place:
@@ -244,10 +246,24 @@ def element_offset(index: sympy.Expr, elem_size: sympy.Expr, inner: sympy.Expr) 
     return index * elem_size + inner
 
 
-def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
+def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict, memo: dict | None = None) -> Value:
     """The integer ``ph`` as an index expression: integer arithmetic stays symbolic, so the ranges
     can simplify it, where it cannot overflow int64 (``may_overflow``); anything else is
-    ``Opaque``, computed as the program says (with checked arithmetic where it may overflow)."""
+    ``Opaque``, computed as the program says (with checked arithmetic where it may overflow).
+
+    ``memo`` keeps the values found, by phrase, environment and ranges, for an analysis that asks
+    about every operation of a deep expression (``arithmetic_fits`` as code generation meets each):
+    each operand's value is found once, not once per enclosing operation, and an opaque operand
+    keeps one symbol, as it has one value."""
+    if memo is None:
+        return _index(ph, env, ranges, sizes, None)
+    key = (id(ph), id(env), ranges)
+    if key not in memo:  # ph and env kept with the value, so that their ids are not reused
+        memo[key] = (ph, env, _index(ph, env, ranges, sizes, memo))
+    return memo[key][2]
+
+
+def _index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict, memo: dict | None) -> Value:
     match ph:
         case p.Ident(name) if isinstance(env.get(name), ScalarVariable):
             return Value(index_symbol(env[name].cname), (Reads(env[name].cname),))
@@ -258,9 +274,9 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
         case p.NatExp(value) if (fits := _fits(renamed := rename(value, env, sizes), ranges)) is not None:
             return Value(renamed, fits)
         case p.ScalarOp("to_Index", (arg,)) if integral(p.data_of(arg)):
-            return index(arg, env, ranges, sizes)
+            return index(arg, env, ranges, sizes, memo)
         case p.ScalarOp(op, _) if op in SYMBOLIC and integral(p.data_of(ph)):
-            value = _arithmetic(ph, env, ranges, sizes)
+            value = _arithmetic(ph, env, ranges, sizes, memo)
             # sympy's algebra is that of unbounded integers: (a·b)//b is a only where a·b fits
             fits = _fits(value.expr, ranges) if op in prims.MAY_OVERFLOW else ()
             if fits is not None:
@@ -272,9 +288,9 @@ def index(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> Value:
 SYMBOLIC = ("add", "sub", "mul", "neg", "min", "max", "floordiv", "mod")
 
 
-def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict) -> Value:
+def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict, memo: dict | None) -> Value:
     """The integer operation ``ph`` (one of ``SYMBOLIC``) over the index expressions of its operands."""
-    parts = [index(a, env, ranges, sizes) for a in ph.args]
+    parts = [index(a, env, ranges, sizes, memo) for a in ph.args]
     xs, needs = [part.expr for part in parts], sum((part.needs for part in parts), ())
     match ph.op:
         case "floordiv" | "mod":
@@ -291,22 +307,23 @@ def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict) -> Value
     return Value(expr, needs)
 
 
-def arithmetic_fits(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> tuple | None:
+def arithmetic_fits(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict, memo: dict | None = None) -> tuple | None:
     """None where ``ph`` is the program's integer arithmetic whose int64 result may not fit where
     it is computed: code generation computes it with checked arithmetic, which fails the call
     there (an OverflowError, as in a reference run).  Else what its plain computation needs: a
-    ``FitsInt64`` where the ranges bound it by sizes that the kernel tests before its body."""
+    ``FitsInt64`` where the ranges bound it by sizes that the kernel tests before its body.
+    ``memo``: as ``index``'s, where every operation of an expression is asked about."""
     match ph:
         case p.ScalarOp("abs", (arg,)) if integral(p.data_of(ph)):
-            return () if nonnegative(index(arg, env, ranges, sizes).expr, ranges) else None
+            return () if nonnegative(index(arg, env, ranges, sizes, memo).expr, ranges) else None
         case p.ScalarOp(op, _) if op in prims.MAY_OVERFLOW and integral(p.data_of(ph)):
-            return _fits(_arithmetic(ph, env, ranges, sizes).expr, ranges)
+            return _fits(_arithmetic(ph, env, ranges, sizes, memo).expr, ranges)
     return ()
 
 
-def may_overflow(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict) -> bool:
+def may_overflow(ph: p.Phrase, env: dict, ranges: Ranges, sizes: dict, memo: dict | None = None) -> bool:
     """Whether code generation computes ``ph`` with checked arithmetic (``arithmetic_fits``)."""
-    return arithmetic_fits(ph, env, ranges, sizes) is None
+    return arithmetic_fits(ph, env, ranges, sizes, memo) is None
 
 
 def _fits(e: sympy.Expr, ranges: Ranges) -> tuple | None:

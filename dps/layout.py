@@ -25,7 +25,7 @@ from fsmooth.shape.sizes import size_symbol
 
 from . import ir
 from .parallel import THREAD, thread_slice
-from .ranges import signs_taken
+from .ranges import min_max, signs_taken, substitute
 
 
 def region_bytes(elem, count) -> sympy.Expr:
@@ -43,7 +43,7 @@ def _max(*xs) -> sympy.Expr:
         if any(y == x or at_least(y, x) for y in kept):
             continue
         kept = [y for y in kept if not at_least(x, y)] + [x]
-    return kept[0] if len(kept) == 1 else sympy.Max(*kept)
+    return kept[0] if len(kept) == 1 else min_max(sympy.Max, kept)
 
 
 @lru_cache(maxsize=4096)
@@ -51,10 +51,13 @@ def at_least(a: sympy.Expr, b: sympy.Expr) -> bool:
     """a ≥ b for all sizes, treating each ceiling (of a byte count, nonnegative) as an unknown
     nonnegative integer.  Memoised, and refuted at a few points first (``ranges.signs_taken``):
     the peaks of a kernel's branches are compared pairwise, and sympy takes long to find a large
-    sum not provably nonnegative."""
+    sum not provably nonnegative.  A point where a < b, each ceiling at its value there, is one
+    where the difference with unknown ceilings is negative too: refuted before anything is expanded."""
+    if signs_taken(a - b)[1]:
+        return False
     diff = sympy.expand(a - b)
     ceilings = {c: sympy.Dummy(integer=True, nonnegative=True) for c in diff.atoms(sympy.ceiling)}
-    diff = sympy.expand(diff.xreplace(ceilings))
+    diff = sympy.expand(substitute(diff, ceilings))
     if signs_taken(diff)[1]:
         return False
     return bool(diff.is_nonnegative)
@@ -87,7 +90,7 @@ class _Scope:
                     raise CompileError(f"the memory that {call.fn} needs depends on the data passed as "
                                        f"its argument {pname}")
                 mapping[sympy.Symbol(pname, integer=True, nonnegative=True)] = value
-        return callee.scratch.xreplace(mapping)
+        return substitute(callee.scratch, mapping)
 
 
 def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.Expr]:

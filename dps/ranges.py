@@ -150,6 +150,7 @@ class Bounds:
     exact: bool
 
 
+@lru_cache(maxsize=4096)
 def bounds(e: sympy.Expr, ranges: Ranges) -> Bounds | None:
     """The bounds of ``e`` over the ranges, or None where a variable of ``e`` is unbounded: the
     attained extremes where ``e`` is monotone in each loop variable over the nested loops
@@ -250,6 +251,7 @@ def _difference(f: sympy.Expr, s: sympy.Symbol):
     return sympy.expand(c * (inner.xreplace({s: s + 1}) - inner))
 
 
+@lru_cache(maxsize=4096)
 def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) -> bool:
     """``e`` ≥ 0 for all integer values of its symbols where each symbol known to be ≥ 0 is so
     (``naturals``) and every count is ≥ 1.  A symbol is known to be ≥ 0 by its assumptions (the
@@ -278,7 +280,7 @@ def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) ->
     # x = x' + least with x' ≥ 0
     shifted = sympy.expand(e.xreplace({x: x + b for x, b in least.items() if b != 0}))
     table = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in known | set(least)}
-    if shifted.xreplace(table).is_nonnegative:
+    if substitute(shifted, table).is_nonnegative:
         return True
     return any(e.coeff(m).is_negative and any(nonnegative(e.subs(m, a), ranges, counts) for a in m.args)
                for m in e.atoms(sympy.Min))
@@ -309,6 +311,7 @@ def naturals(symbols, ranges: Ranges) -> set:
     return known
 
 
+@lru_cache(maxsize=4096)
 def signs_taken(e: sympy.Expr) -> tuple[bool, bool]:
     """(``e`` ≥ 0 somewhere, ``e`` < 0 somewhere) at the points of ``sizes.natural_samples``;
     (False, False) where those are not taken.  A cheap refutation for sympy's assumption queries,
@@ -327,6 +330,31 @@ def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
     return kind(lhs, rhs)
 
 
+def min_max(kind: type, args) -> sympy.Expr:
+    """``kind(*args)`` (``sympy.Min`` or ``sympy.Max``), built at once where sympy would keep every
+    argument: none is a Min or Max (which sympy flattens or rewrites; one inside another function
+    it leaves) and each pair's difference takes both signs (``signs_taken``), so that sympy, which
+    compares every pair with assumption queries each time it builds one (``substitute`` rebuilds
+    many), proves neither the larger."""
+    args = tuple(dict.fromkeys(map(sympy.sympify, args)))
+    if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and all(
+            signs_taken(x - y) == (True, True) for k, x in enumerate(args) for y in args[k + 1:]):
+        return kind(*args, evaluate=False)
+    return kind(*args)
+
+
+def substitute(e: sympy.Expr, mapping: dict) -> sympy.Expr:
+    """``e.xreplace(mapping)``, each Min and Max rebuilt by ``min_max``."""
+    if e in mapping:
+        return mapping[e]
+    if not e.args:
+        return e
+    args = tuple(substitute(a, mapping) for a in e.args)
+    if all(new is old for new, old in zip(args, e.args)):  # identity: an unchanged sub-term is itself
+        return e
+    return min_max(e.func, args) if isinstance(e, (sympy.Min, sympy.Max)) else e.func(*args)
+
+
 # ---------------------------------------------------------------------- intervals (code generation)
 
 
@@ -340,6 +368,7 @@ class Proof:
     facts: tuple  # text, as ``Ranges.facts_about``
 
 
+@lru_cache(maxsize=4096)
 def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
     """The proof that 0 ≤ e < length for every value of the loop variables in their ranges (and
     the guards of the enclosing ``if``s), or None."""
@@ -435,6 +464,7 @@ def _division_interval(e: sympy.Expr, ranges: Ranges):
     return None
 
 
+@lru_cache(maxsize=4096)
 def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
     ``for k < d·q`` the loop runs, so d·q ≥ 1, and with q ≥ 0 an integer, q ≥ 1 and d ≥ 1).  A
@@ -456,6 +486,7 @@ def positive(d: sympy.Expr, ranges: Ranges) -> bool:
 # ---------------------------------------------------------------------- what the ranges decide about an index
 
 
+@lru_cache(maxsize=4096)
 def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """Remove the floor divisions and modulos of ``e`` that the ranges make exact, and
     recombine the quotient and remainder of one division."""
@@ -492,6 +523,7 @@ def _recombine(e: sympy.Expr) -> sympy.Expr:
     return e
 
 
+@lru_cache(maxsize=4096)
 def _split(arg: sympy.Expr, ranges: Ranges):
     """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den); with
     r = -1 and den ≥ 1 provable: (q - 1, (den - 1)/den)."""
@@ -516,6 +548,7 @@ def _split(arg: sympy.Expr, ranges: Ranges):
     return None
 
 
+@lru_cache(maxsize=4096)
 def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
     def nonnegative_operand(a):

@@ -6,13 +6,17 @@ ask: the outermost builds are marked parallel and every kernel given a thread co
 (``dps.parallel``), allocs are hoisted out of
 loops (``dps.hoist``) and consecutive allocs merged (``dps.merge``); last, the regions are
 laid out again (offsets and scratch shrink with every removed region).
+
+Fig. 9's cardinality simplification needs no rule here: every size is built in sympy's canonical
+form (the shape translation's partial evaluation, sympy's own evaluation of each operation).
+``sympy.simplify`` of each size, the rule this was, took most of this pass's time (seconds for a
+strategy kernel, issue 11) and changed two sizes of the whole corpus, a strategy's per-thread trip
+count ``floor((1024 g + m - 1)/(1024 g))`` to ``floor((g + m/1024 - 1/1024)/g)``, which print as
+the same C.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
-
-import sympy
 
 from fsmooth.options import Options
 
@@ -44,33 +48,6 @@ def dead_allocation(t: ir.Term, uses: UseSets) -> ir.Term | None:
     return None
 
 
-def cardinality(t: ir.Term, uses: UseSets) -> ir.Term | None:
-    """Cardinality simplification: every size in its simplest sympy form."""
-    def card(e):
-        return simplest(e) if isinstance(e, sympy.Basic) else e
-
-    def ref(r):
-        return ir.Offset(r.base, card(r.elems)) if isinstance(r, ir.Offset) else r
-
-    match t:
-        case ir.Alloc(_, _, n) if card(n) != n:
-            return replace(t, count=card(n))
-        case ir.Build(dest, n) if card(n) != n or ref(dest) != dest:
-            return replace(t, dest=ref(dest), size=card(n))
-        case ir.Copy(dest, _, n) if card(n) != n or ref(dest) != dest:
-            return replace(t, dest=ref(dest), count=card(n))
-        case ir.CardOf(value) if card(value) != value:
-            return ir.CardOf(card(value))
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
-def simplest(e: sympy.Basic) -> sympy.Basic:
-    """``sympy.simplify(e)``, once per expression: the rules meet the same sizes again and again
-    (every rewrite revisits the terms below it), and simplify is by far their dearest step."""
-    return sympy.simplify(e)
-
-
 def dead_cardinality(t: ir.Term, uses: UseSets) -> ir.Term | None:
     """let x = e in t  ⤳  t   if x ∉ FV t and e only computes a shape: a cardinality known
     symbolically, or the view or element that ``length`` was taken of (an unchecked read, in
@@ -83,7 +60,7 @@ def dead_cardinality(t: ir.Term, uses: UseSets) -> ir.Term | None:
     return None
 
 
-RULES = (empty_allocation, dead_allocation, cardinality, dead_cardinality)
+RULES = (empty_allocation, dead_allocation, dead_cardinality)
 
 
 def rewrite(t: ir.Term, uses: UseSets, emptied: frozenset[str]) -> ir.Term:

@@ -8,20 +8,28 @@ available after it, so nothing is hoisted out of a loop or a branch.
 """
 from __future__ import annotations
 
-from .core import Expr, Let, Var, is_atom, map_children, show, substitute
+from .core import Expr, Let, Var, is_atom, map_children, show
 
 
-def eliminate_common_subexpressions(e: Expr, available: dict | None = None) -> Expr:
+def eliminate_common_subexpressions(e: Expr, available: dict | None = None, reused: dict | None = None) -> Expr:
+    """``e`` with each let whose right-hand side is ``available`` (by ``_key``) removed, its
+    variable replaced by the binding it reuses (``reused``, by name): as the walk meets each
+    variable, so that no body is rewritten once per removed let.  Binders are unique within a
+    kernel (``fsmooth.anf``), so one table of replacements serves every scope."""
     available = available or {}
+    reused = {} if reused is None else reused
     match e:
+        case Var(name):
+            return reused.get(name, e)
         case Let(name, rhs, body, ty):
-            rhs = eliminate_common_subexpressions(rhs, available)
+            rhs = eliminate_common_subexpressions(rhs, available, reused)
             key = _key(rhs)
             if key in available:
-                return eliminate_common_subexpressions(substitute(body, {name: available[key]}), available)
+                reused[name] = available[key]
+                return eliminate_common_subexpressions(body, available, reused)
             inner = available if is_atom(rhs) else {**available, key: Var(name, rhs.ty, e.loc)}
-            return Let(name, rhs, eliminate_common_subexpressions(body, inner), ty, e.loc)
-    return map_children(lambda child: eliminate_common_subexpressions(child, available), e)
+            return Let(name, rhs, eliminate_common_subexpressions(body, inner, reused), ty, e.loc)
+    return map_children(lambda child: eliminate_common_subexpressions(child, available, reused), e)
 
 
 def _key(rhs: Expr) -> tuple:

@@ -30,9 +30,8 @@ are accepted, as in the paper (and as for ``fsmooth.dce``).
 """
 from __future__ import annotations
 
-from collections import Counter
-
-from .core import App, Build, Expr, Get, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, children, map_children, substitute
+from .core import (App, Build, Expr, Get, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, children, map_children,
+                   substitute, walk)
 from .prims import CASTS
 from .typecheck import conform
 
@@ -124,23 +123,17 @@ def _read_site(e: Expr, name: str, lambdas: tuple) -> tuple[tuple, Expr] | None:
     return None
 
 
-def occurrences(e: Expr) -> Counter:
-    """How many times each variable occurs free in ``e`` (binders are unique)."""
-    if isinstance(e, Var):
-        return Counter({e.name: 1})
-    return sum((occurrences(child) for child in children(e)), Counter())
-
-
-def _reads(e: Expr) -> Counter:
-    """How many times each variable occurs as the array of a read ``x[i]``."""
-    counts = sum((_reads(child) for child in children(e)), Counter())
-    if isinstance(e, Get) and isinstance(e.arr, Var):
-        counts[e.arr.name] += 1
-    return counts
-
-
 def _read_once(name: str, body: Expr) -> bool:
-    return occurrences(body)[name] == 1 and _reads(body)[name] == 1
+    """``name`` occurs once in ``body`` (binders are unique), as the array of a read ``x[i]``:
+    counted in one walk, without a table per sub-term."""
+    occurrences = reads = 0
+    for node in walk(body):
+        match node:
+            case Var(other) if other == name:
+                occurrences += 1
+            case Get(Var(arr)) if arr == name:
+                reads += 1
+    return occurrences == 1 and reads == 1
 
 
 def _substitute_read(e: Expr, name: str, build: Build) -> Expr:

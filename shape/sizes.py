@@ -25,23 +25,26 @@ def size_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
-_NATURAL = size_symbol("n").assumptions0
+_NATURAL = set(size_symbol("n").assumptions0.items())  # what a natural number satisfies
 _LARGE = sympy.Integer(2**20)
+_HUGE = sympy.Integer(2**62)  # beyond the constants of a program (a strategy's 1024 groups of 16384)
 
 
 def natural_samples(e: sympy.Expr) -> list[sympy.Number] | None:
     """The values of ``e`` at a few points where each of its symbols is a natural number (all 0,
-    all large, each large alone), or None unless every symbol is one by its assumptions (a size,
-    a loop variable) and every value is a finite number.  Evaluating at a point is cheap, where
-    sympy's simplification and assumption queries on a large expression take milliseconds; sympy
-    proves nothing that a point contradicts, so the values refute what they contradict."""
+    all large, each large alone, all huge), or None unless every symbol may be any natural number by its
+    assumptions (a size, a loop variable, an integer of unknown sign) and every value is a finite
+    number.  Evaluating at a point is cheap, where sympy's simplification and assumption queries
+    on a large expression take milliseconds; sympy proves nothing that a point contradicts, so
+    the values refute what they contradict."""
     e = sympy.sympify(e)
     symbols = sorted(e.free_symbols, key=sympy.default_sort_key)
-    if any(s.assumptions0 != _NATURAL for s in symbols):
+    if any(not set(s.assumptions0.items()) <= _NATURAL for s in symbols):
         return None
     zero = {s: sympy.Integer(0) for s in symbols}
     values = [e.xreplace(point) for point in
-              (zero, {s: _LARGE for s in symbols}, *({**zero, s: _LARGE} for s in symbols))]
+              (zero, {s: _LARGE for s in symbols}, *({**zero, s: _LARGE} for s in symbols),
+               {s: _HUGE for s in symbols})]
     return values if all(v.is_Number and v.is_finite for v in values) else None
 
 
