@@ -350,8 +350,11 @@ def _check(t: Term, variables: frozenset, regions: frozenset, states: frozenset,
     def fail(what: str):
         raise IRError(f"kernel {kernel}: {what} in {type(t).__name__}")
 
-    for value in (getattr(t, f.name) for f in fields(t)):
-        _check_uses(value, variables, regions, states, fail)
+    for f in fields(t):
+        # a filter's kept length is the first dim of the array its Let binds
+        seen = variables | {t.rhs.length} if f.name == "dims" and isinstance(t, Let) and isinstance(t.rhs, Filter) \
+            else variables
+        _check_uses(getattr(t, f.name), seen, regions, states, fail)
     if isinstance(t, Call) and isinstance(t.fn, str) and t.fn not in program.kernels:
         fail(f"call of '{t.fn}', which is not a kernel of the program")
     if isinstance(t, Ifold):
