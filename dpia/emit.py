@@ -567,7 +567,8 @@ class KernelEmitter:
                   for r in running.values()]
         hoisted = []
         if self.options.hoist_checks:
-            last = f"{bound} - 1" if count else strip_parentheses(self.cint(n - 1, ranges))
+            last = (None if sympy.sympify(n).is_number else f"{bound} - 1" if count
+                    else strip_parentheses(self.cint(n - 1, ranges)))
             moved, hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status, last)
             changed = records_moved(moved, hoisted)
             self.range_checks = [changed.get(r, r) for r in self.range_checks]
