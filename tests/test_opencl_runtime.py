@@ -608,3 +608,13 @@ def test_oclgrind_report_parsing_drops_api_probes():
     assert len(found) == 2
     assert found[0].startswith("Invalid write") and "Kernel: oob" in found[0]
     assert "clEnqueueNDRangeKernel" in found[1]
+
+
+def test_oclgrind_report_parsing_keeps_a_fatal_error():
+    # Oclgrind's words when a plugin meets an LLVM instruction it does not know: the work-group
+    # stops unchecked, so this is a failure like any diagnostic.
+    stderr = ("\nOCLGRIND FATAL ERROR (/deps/Oclgrind/src/plugins/Uninitialized.cpp:1805)\n"
+              "Unsupported instruction: freeze\n\tKernel: quotients_k\n"
+              "\tEntity: Global(0,0,0) Local(0,0,0) Group(0,0,0)\n\t  %.frozen = freeze i64 %0\n\n\n")
+    found = oclgrind_diagnostics(stderr)
+    assert len(found) == 1 and "Unsupported instruction: freeze" in found[0] and "quotients_k" in found[0]
