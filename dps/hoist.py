@@ -11,7 +11,7 @@ A sequential loop (a build or an ifold that is not parallel) shares the one regi
 its iterations: what an iteration keeps in it is dead when the iteration ends (its result is
 in the build's element or the ifold's state).  A parallel loop's threads (a build's, or a
 reduction's, ``dps.parallel``) run at once, so a region hoisted out of it holds one copy per
-thread, each ``count`` elements padded to whole cache lines, ``threads`` of them (the kernel's
+thread, each ``count`` elements padded to whole pages (``dps.parallel.PAGE``), ``threads`` of them (the kernel's
 thread count), the thread numbered ``THREAD`` using ``Offset(r, THREAD × slice)`` for each of
 its iterations in turn (``dps.parallel``): DPIA §6.4 hoists ``new`` out of ``parfor`` the same
 way, per work-item.  The two buffers of an array-state ifold are named by the ifold rather than
@@ -52,13 +52,13 @@ def hoist_allocs(t: ir.Term, sizes: frozenset[str], threads: str | None = None) 
 
 
 def _per_thread(a: ir.Alloc, threads: sympy.Symbol) -> ir.Alloc:
-    """The region ``a`` once for each of ``threads`` threads, side by side, each on cache lines
+    """The region ``a`` once for each of ``threads`` threads, side by side, each on pages
     of its own (the last one unpadded; no dims: padding is not part of a value)."""
     return replace(a, count=_slice_elems(a) * (threads - 1) + a.count, dims=None, per_thread=True)
 
 
 def _slice_elems(a: ir.Alloc) -> sympy.Expr:
-    """The elements of one thread's copy of region ``a``: whole cache lines (``thread_slice``)."""
+    """The elements of one thread's copy of region ``a``: whole pages (``thread_slice``)."""
     return thread_slice(a.count * BYTES[a.elem]) / BYTES[a.elem]
 
 

@@ -6,7 +6,7 @@ exactly those of the enclosing allocs: the offset of a region is the sum of thei
 call, and the peak of a kernel is the largest top over all points -- a sympy ``Max``
 over branches and sequential parts.  Sequential loop bodies reuse one place per iteration;
 each thread of a parallel build or reduction has a frame of its own (the body's peak, rounded up to whole
-cache lines), side by side, which its iterations reuse one after another, so no arena byte is
+pages, ``dps.parallel.PAGE``), side by side, which its iterations reuse one after another, so no arena byte is
 shared by concurrent iterations (``dps.parallel``): the peak is the kernel's thread count less
 one times the frame, plus the body's peak (the last frame needs no padding), not the build's
 trip count times it.
@@ -97,8 +97,8 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
     """(t with offsets filled, the peak arena use of t when the stack top is ``top``)."""
     match t:
         case ir.Alloc(region, elem, n, body, _, dims, per_thread):
-            # threads' copies on cache lines of their own (the arena starts on one): copies that
-            # shared a line would have two cores writing it in turn (false sharing)
+            # threads' copies a page apart (parallel.PAGE; the arena starts on a cache line): copies that
+            # shared a line, or a page, would have two cores taking its lines from each other
             start = thread_slice(top) if per_thread else top
             end = start + region_bytes(elem, n)
             body2, peak = _layout(body, end, scope)
@@ -118,8 +118,8 @@ def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.
             b2, p2 = _layout(b, top, scope)
             return ir.If(c, a2, b2, ty), _max(p1, p2)
         case ir.Build(parallel=True) | ir.Ifold(parallel=True):
-            # concurrent iterations: each thread gets its own frame, the body's peak, on cache
-            # lines of its own above top (a reduction's init runs before, at top)
+            # concurrent iterations: each thread gets its own frame, the body's peak, on pages
+            # of its own above top (a reduction's init runs before, at top)
             init, init_peak = _layout(t.init, top, scope) if isinstance(t, ir.Ifold) else (None, top)
             _, peak = _layout(t.body, sympy.Integer(0), scope)
             if peak == 0:  # no frames

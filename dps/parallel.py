@@ -54,14 +54,24 @@ THREAD = sympy.Symbol("thread∥", integer=True, nonnegative=True)
 # is decided there (the C's ``if`` clause: a single iteration runs without a team).
 MIN_PARALLEL_TRIPS = 64
 
-# Each thread's slice starts on its own cache line (a multiple of these bytes): slices that
-# shared a line would have two cores writing it in turn at every iteration (false sharing).
+# A reduction's partials are a cache line apart (a multiple of these bytes): partials that shared
+# a line would have two cores writing it in turn (false sharing); each is written once per call.
 CACHE_LINE = 64
+
+# Each thread's slice of a region (its frame, its copy of a hoisted region) is whole pages of
+# these bytes, so that the slices of two threads start this far apart and a thread's data (the
+# first bytes of its slice) lies in pages no other thread writes.  Cache lines of their own are
+# not enough: the L2 streamer prefetches the lines ahead of a thread's accesses within their
+# 4 KiB page, the lines the other thread writes at every iteration included, and each such read
+# takes the line from that core (GMM's fold over the points, whose per-point slices were 128
+# bytes apart: each thread's half took 5.1 to 6.3 ms instead of 4.3, 1.5x on 2 threads instead
+# of 2x; a page apart, 2.0x, benchmarks/RESULTS.md).
+PAGE = 4096
 
 
 def thread_slice(nbytes: sympy.Expr) -> sympy.Expr:
-    """The bytes of one thread's slice holding ``nbytes``: rounded up to whole cache lines."""
-    return CACHE_LINE * sympy.ceiling(nbytes / CACHE_LINE)
+    """The bytes of one thread's slice holding ``nbytes``: rounded up to whole pages."""
+    return PAGE * sympy.ceiling(nbytes / PAGE)
 
 
 def partial_stride(ty) -> int:
