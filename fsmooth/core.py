@@ -478,14 +478,15 @@ def verify_anf(program: Program) -> None:
         if k.is_helper:
             raise IRError(f"kernel {k.name}: a helper kernel is left after the anf stage")
         _check_scope(k.body, frozenset(n for n, _ in k.params), program, k.name)
-        binders = [n for n, _ in k.params] + [name for e in walk(k.body) for name in _binders(e)]
+        binders = [n for n, _ in k.params] + [name for e in walk(k.body) for name in binders_of(e)]
         duplicated = sorted({n for n in binders if binders.count(n) > 1})
         if duplicated:
             raise IRError(f"kernel {k.name}: binders not unique: {', '.join(duplicated)}")
         _check_anf(k.body, k.name)
 
 
-def _binders(e: Expr) -> list[str]:
+def binders_of(e: Expr) -> list[str]:
+    """The names ``e`` itself binds: a let's, or a lambda's parameters."""
     match e:
         case Let(name):
             return [name]

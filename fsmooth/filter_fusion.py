@@ -15,25 +15,16 @@ Every element of ``v`` is tested once, as the materialised filter would, and not
 """
 from __future__ import annotations
 
-from .core import (Expr, Filter, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, map_children,
-                   substitute, walk)
+from .core import (Expr, Filter, Get, If, Ifold, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, binders_of,
+                   map_children, substitute, walk)
 from .names import NameSupply
 from .types import Bool, FunT, Index, TupleT
 
 
 def fuse_filters(e: Expr) -> Expr:
     """``e`` with every filter that has one fusible consumer fused into it."""
-    names = NameSupply(n for node in walk(e) for n in _binders(node))
+    names = NameSupply(n for node in walk(e) for n in binders_of(node))
     return _fuse(e, names)
-
-
-def _binders(e: Expr) -> list[str]:
-    match e:
-        case Let(name):
-            return [name]
-        case Lam(params):
-            return [n for n, _ in params]
-    return []
 
 
 def _fuse(e: Expr, names: NameSupply) -> Expr:
