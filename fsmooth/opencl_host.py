@@ -329,7 +329,7 @@ def _overview(name: str, source_file: str, hosts: list) -> list[str]:
         "",
         *textwrap.wrap(f"Kernels: {', '.join(h.interface.name for h in hosts)}.", 96),
         "",
-        f"A context owns the OpenCL state: the device, the program (built once, from the source",
+        "A context owns the OpenCL state: the device, the program (built once, from the source",
         f"embedded in {name}.c) and every kernel's device buffers, which are allocated at the first",
         "call of a shape and reused by later calls while they are large enough:",
         "",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 
 from .artifact import CArtifact, KernelInterface
-from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Index, Scalar, TupleT, Type, element_scalar, rank
+from .types import C_TYPE, NUMPY_DTYPE, Bool, Card, Double, Float, Scalar, TupleT, Type, element_scalar, rank
 
 # The state tuple an entry point is made with (``entry_state``), item by item.
 STATE_FALLBACK, STATE_REFERENCE, STATE_RAISE_STATUS, STATE_NAME = range(4)

@@ -8,9 +8,7 @@ the embedded C clean under AddressSanitizer and UBSan."""
 from __future__ import annotations
 
 import ctypes
-import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
