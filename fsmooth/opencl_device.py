@@ -134,7 +134,11 @@ def build_program(context: cl.Context, device: cl.Device, source: str) -> cl.Pro
         program = _programs.get(key)
         if program is None:
             try:
-                program = cl.Program(context, source).build(devices=[device])
+                # a build that succeeds is not worth a warning for its log (Intel's runtime always
+                # writes one); a failed build raises with the log below
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    program = cl.Program(context, source).build(devices=[device])
             except cl.Error as err:
                 hint = ""
                 if "unknown target CPU" in str(err):

@@ -618,3 +618,17 @@ def test_oclgrind_report_parsing_keeps_a_fatal_error():
               "\tEntity: Global(0,0,0) Local(0,0,0) Group(0,0,0)\n\t  %.frozen = freeze i64 %0\n\n\n")
     found = oclgrind_diagnostics(stderr)
     assert len(found) == 1 and "Unsupported instruction: freeze" in found[0] and "quotients_k" in found[0]
+
+
+def test_a_successful_build_on_intels_runtime_warns_nothing(intel_cpu_context):
+    """Intel's runtime writes a build log for every program; a build that succeeds must not
+    warn about it (pyopencl's CompilerWarning), one that fails still raises with the log."""
+    import warnings
+
+    device = intel_cpu_context.devices[0]
+    source = "__kernel void twice(__global double *x) { x[get_global_id(0)] *= 2.0; }"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opencl_device.build_program(intel_cpu_context, device, source + " /* fresh */")
+    with pytest.raises(RuntimeError, match="OpenCL build failed"):
+        opencl_device.build_program(intel_cpu_context, device, "__kernel void broken( {")
