@@ -394,11 +394,11 @@ class _KernelTranslator:
         def bullets(t):
             return ir.RTuple(tuple(bullets(x) for x in t.items)) if isinstance(t, TupleT) else ir.Bullet()
 
-        init_term = self.term(init, bullets(state_ty))
+        values = bullets(state_ty)
+        init_term = self.term(init, values)
         with self.bounds.loop(loop_symbol(i), size):
-            body = self.term(e.fn.body, bullets(state_ty))
-        buffers = scalars(state_ty) if isinstance(state_ty, TupleT) else None
-        return ir.Ifold(bullets(state_ty), s, i, body, init_term, size, state_ty, buffers, trace=r)
+            body = self.term(e.fn.body, values)
+        return ir.Ifold(values, s, i, body, init_term, size, state_ty, scalars(state_ty), trace=r)
 
     def kernel(self) -> ir.Kernel:
         k = self.k

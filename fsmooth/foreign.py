@@ -101,13 +101,20 @@ class Foreign:
 
     # -- the signature, checked where a kernel calls it (fsmooth.frontend)
     @cached_property
+    def _parsed(self):
+        """The Python function's source, read and parsed once (``fsmooth.frontend._Source``)."""
+        from .frontend import _Source
+
+        return _Source(self)
+
+    @cached_property
     def signature(self):
         """``fsmooth.frontend``'s signature of the Python function, checked to be what a foreign
         function may have: scalars or arrays of them in and out (a shape function for an array
         result), at least one parameter, a C identifier for a name."""
-        from .frontend import _a, _Source, def_loc
+        from .frontend import _a, def_loc
 
-        signature = _Source(self).signature
+        signature = self._parsed.signature
         if not re.fullmatch(r"[A-Za-z_]\w*", self.c_name, flags=re.ASCII):
             raise CompileError(f"foreign function {self.name}: its C name {self.c_name!r} is not a C identifier",
                                def_loc(self))
@@ -119,7 +126,7 @@ class Foreign:
         if not signature.params:
             raise CompileError(f"foreign function {self.name} takes no parameters: a constant needs no foreign "
                                "function", def_loc(self))
-        for (name, t), arg in zip(signature.params, _Source(self).fdef.args.args):
+        for (name, t), arg in zip(signature.params, self._parsed.fdef.args.args):
             if not isinstance(element_scalar(t), Scalar):
                 raise CompileError(f"parameter {name} of foreign function {self.name} is {_a(t)}: a foreign "
                                    "function takes scalars (Double, Float, Index, Card, Bool) and arrays of them",
@@ -138,9 +145,9 @@ class Foreign:
     def shape_lambda(self):
         """The ``shape=lambda ...`` of the decorator, as the front end reads it (its AST and where
         it is), or a CompileError where it is not written there."""
-        from .frontend import _Source, def_loc
+        from .frontend import def_loc
 
-        source = _Source(self)
+        source = self._parsed
         for decorator in source.fdef.decorator_list:
             if isinstance(decorator, ast.Call):
                 for keyword in decorator.keywords:
@@ -153,9 +160,7 @@ class Foreign:
                            "its decorator", def_loc(self))
 
     def loc(self, node) -> Loc:
-        from .frontend import _Source
-
-        return _Source(self).loc(node)
+        return self._parsed.loc(node)
 
     @cached_property
     def prim(self):

@@ -59,6 +59,11 @@ class _Facts:
         count = self.bounds[index.name]
         return isinstance(count, Var) and (self.lengths.get(count.name) == arr or self.below_length(count, arr))
 
+    def non_negative(self, size: Expr) -> bool:
+        """``size`` (of a build, an iscan, a foreign result's dim) is known to be ≥ 0: a literal,
+        or a length."""
+        return (isinstance(size, Lit) and size.value >= 0) or (isinstance(size, Var) and size.name in self.lengths)
+
 
 def hoist_loop_invariants(e: Expr, facts: _Facts = _Facts()) -> Expr:
     match e:
@@ -132,17 +137,15 @@ def _cannot_fail(e: Expr, facts: _Facts) -> bool:
             return op != "trunc_to_Index" and isinstance(args[1], Lit) and args[1].value not in divisors
         case PrimApp(op, _, ty) if op in prims.MAY_OVERFLOW and ty in (Index, Card):
             return False
-        case Let(name, Length(Var(arr)) as rhs, body):
+        case Let(name, Length(Var(arr)), body):
             return _cannot_fail(body, facts.with_length(name, arr))
         case Build(size, Lam(params, body)):
-            sized = (isinstance(size, Lit) and size.value >= 0) or (isinstance(size, Var) and size.name in facts.lengths)
-            return sized and _cannot_fail(body, facts.with_bound(params[-1][0], size))
+            return facts.non_negative(size) and _cannot_fail(body, facts.with_bound(params[-1][0], size))
         case ForeignCall(_, _, dims):  # its result's dims, as a build's size, may be negative
-            return all((isinstance(d, Lit) and d.value >= 0) or (isinstance(d, Var) and d.name in facts.lengths)
-                       for d in dims)
+            return all(facts.non_negative(d) for d in dims)
         case Ifold(Lam(params, body), init, count):
             return _cannot_fail(init, facts) and _cannot_fail(body, facts.with_bound(params[-1][0], count))
         case Iscan(Lam(params, body), init, size):  # a negative size fails, as a build's
-            sized = (isinstance(size, Lit) and size.value >= 0) or (isinstance(size, Var) and size.name in facts.lengths)
-            return sized and _cannot_fail(init, facts) and _cannot_fail(body, facts.with_bound(params[-1][0], size))
+            return (facts.non_negative(size) and _cannot_fail(init, facts)
+                    and _cannot_fail(body, facts.with_bound(params[-1][0], size)))
     return all(_cannot_fail(child, facts) for child in children(e))

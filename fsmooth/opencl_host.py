@@ -209,16 +209,16 @@ class _HostKernel:
     def definitions(self, k: int) -> list[str]:
         """K_shape (per output), K_check_sizes and K."""
         interface, a = self.interface, self.artifact
-        sizes = self.size_params()
         size_names = [self.size_names[s.symbol] for s in interface.sizes]
+        kernel, *shapes, check_sizes = (line.rstrip(";") + " {" for line in self.declarations().prototypes)
         out = []
-        for suffix, _, dims in interface.outputs:
+        for (_, _, dims), header in zip(interface.outputs, shapes):
             shape = [f"dims_out[{j}] = {self.checked(d)};" for j, d in enumerate(dims)]
-            out.append(f"void {self.symbol}_shape{suffix}(int64_t *dims_out{', ' + sizes if sizes != 'void' else ''}) {{")
+            out.append(header)
             out += _indent(unused_parameters(["dims_out"] + size_names, shape) + shape) + ["}", ""]
         checks = size_checks([c.cond for c in interface.constraints], self.sized(), self.checked,
                              lambda c: print_condition(c, C_CHECKED, self.size_name))
-        out.append(f"int {self.symbol}_check_sizes({sizes}) {{")
+        out.append(check_sizes)
         out += _indent(unused_parameters(size_names, checks) + checks + ["return 0;"]) + ["}", ""]
 
         body = []
@@ -264,7 +264,7 @@ class _HostKernel:
                        *(("fs_global", "fs_local", "fs_has_local") if a.launches else ("NULL",) * 3)]
         body += [f"const struct fs_cl_call fs_call = {{{', '.join(call_fields)}}};",
                  f"return fs_cl_run(&ctx->fs, {k}, &fs_call);"]
-        out.append(self.declarations().prototypes[0].rstrip(";") + " {")
+        out.append(kernel)
         out += _indent(body) + ["}"]
         return out
 

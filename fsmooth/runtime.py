@@ -73,7 +73,8 @@ def load_library(artifact: CArtifact, native: bool = False):
     if library is None:
         library = cache.load_module(*key)
         if entries is not None:
-            _entry_points[library.__name__] = (cache.load_companion(library, entries[0]), dict(artifact.interfaces))
+            _entry_points[library.__name__] = (cache.load_companion(library, entries[0]),
+                                                {k: i for k, i in artifact.interfaces.items() if has_entry_point(i)})
         library = _libraries.setdefault(key, library)
     return library
 
@@ -244,8 +245,7 @@ class Executable:
         self.python_call = call_function(self, reference)
         self.call = self.python_call
         entries, interfaces = _entry_points.get(getattr(library, "__name__", None), (None, {}))
-        if (interfaces.get(name) == interface and has_entry_point(interface) and self._flatten is None
-                and not check_arena):
+        if interfaces.get(name) == interface and self._flatten is None and not check_arena:
             self.call = getattr(entries, symbol)(entry_state(interface, self.python_call,
                                                              reference[0] if reference else None, raise_status))
 

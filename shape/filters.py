@@ -57,8 +57,6 @@ def _check(e: core.Expr, filtered: dict[str, Loc | None], tail: bool, in_build: 
             _fail(e.loc, in_build)
         case Var(name) if name in filtered and not tail:
             _fail(filtered[name], in_build)
-        case Length(Var()) | Filter(_, Var()):
-            pass  # its array may be a filtered one
         case Get(Var(), idx):
             _check(idx, filtered, False, in_build)
             return
@@ -72,7 +70,7 @@ def _check(e: core.Expr, filtered: dict[str, Loc | None], tail: bool, in_build: 
 def _check_children(e: core.Expr, filtered: dict, in_build: bool) -> None:
     for child in core.children(e):
         if isinstance(child, Var) and isinstance(e, (Length, Filter)):
-            continue
+            continue  # its array may be a filtered one
         _check(child.body if isinstance(child, Lam) else child, filtered, False, in_build)
 
 
