@@ -37,14 +37,13 @@ import sympy
 from fsmooth import prims
 from fsmooth.artifact import CArtifact, result_components
 from fsmooth.dps.parallel import THREAD, partial_stride
-from fsmooth.dps.reductions import INT64_MAX, INT64_MIN
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
 from fsmooth.foreign import ForeignUse, called_foreign, foreign_names
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C_CHECKED, print_condition
 from fsmooth.shape.sizes import size_symbol
-from fsmooth.types import BYTES, C_TYPE, ArrayT, Card, Index, element_scalar
+from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
 from .emit import (STATUS_OUT_OF_MEMORY, FailureExit, KernelEmitter, c_literal, c_type, exported_name, indent,
@@ -168,7 +167,7 @@ class CKernelEmitter(KernelEmitter):
                  f"const int64_t {chunk} = {trips} / {size}, {longer} = {trips} % {size};",
                  f"const int64_t {first} = {THREAD_C} * {chunk} + ({THREAD_C} < {longer} ? {THREAD_C} : {longer});",
                  f"const int64_t {end} = {first} + {chunk} + ({THREAD_C} < {longer});"]
-        lines += [f"{c_type(leaf)} {m} = {identity_literal(monoid)};"
+        lines += [f"{c_type(leaf)} {m} = {c_literal(monoid.identity, monoid.ty)};"
                   for (_, leaf), m, monoid in zip(leaves, mine, c.monoids)]
         lines += [f"int {own.status} = 0;"] if own.used else []
         lines += [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
@@ -366,14 +365,6 @@ def unused_parameters(names, lines) -> list[str]:
     what -Wunused-parameter asks, and nothing for the parameters that are used."""
     text = "\n".join(lines)
     return [f"(void){name};" for name in names if not re.search(rf"\b{re.escape(name)}\b", text)]
-
-
-def identity_literal(monoid) -> str:
-    """The C of the identity of a reduction's operator (``dps.reductions.Monoid``): int64's
-    extremes by name (the literal of INT64_MIN is no C integer constant)."""
-    if monoid.identity in (INT64_MIN, INT64_MAX) and monoid.ty in (Index, Card):
-        return "INT64_MIN" if monoid.identity == INT64_MIN else "INT64_MAX"
-    return c_literal(monoid.identity, monoid.ty)
 
 
 def _mentions(e, name: str) -> bool:

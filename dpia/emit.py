@@ -168,7 +168,8 @@ def c_literal(value, s: Scalar) -> str:
     if isinstance(value, bool) or s.name == "Bool":
         return "true" if value else "false"
     if s in (Index, Card):
-        return f"INT64_C({int(value)})"
+        # int64's extremes by name: the literal of INT64_MIN is no C integer constant
+        return {-2**63: "INT64_MIN", 2**63 - 1: "INT64_MAX"}.get(int(value), f"INT64_C({int(value)})")
     v = float(value)
     if v != v:
         text = "NAN"

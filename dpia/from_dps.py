@@ -134,9 +134,8 @@ def _storage(t: d.Term) -> d.Ref:
     match t:
         case d.Ifold(trace=d.Ref() as trace):  # an iscan: its states
             return trace
-        case d.Filter(dest=dest):
-            return dest
-        case d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest):
+        case (d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest)
+              | d.Filter(dest=dest)):
             return dest
         case d.If(_, then):
             return _storage(then)

@@ -106,8 +106,7 @@ def mark_parallel(t: ir.Term, partials: _Partials) -> ir.Term:
     match t:
         case ir.Build(size=n) if _many_trips(n):
             return replace(t, parallel=True)
-        case ir.Ifold(count=n) if isinstance(n, sympy.Expr) and _many_trips(n) and _parallel_reduction(t):
-            monoids = reduction(t).monoids
+        case ir.Ifold(count=n) if isinstance(n, sympy.Expr) and _many_trips(n) and (monoids := _regroupable(t)):
             regions = tuple(partials.fresh() for _ in monoids)
             loop: ir.Term = replace(t, init=mark_parallel(t.init, partials), monoids=monoids, partials=regions)
             for region, monoid in reversed(list(zip(regions, monoids))):
@@ -127,10 +126,11 @@ def _many_trips(n: sympy.Expr) -> bool:
     return not (n.is_number and n < MIN_PARALLEL_TRIPS)
 
 
-def _parallel_reduction(t: ir.Ifold) -> bool:
-    """``t`` is a reduction that may run regrouped: none of its operators may overflow int64."""
+def _regroupable(t: ir.Ifold) -> tuple:
+    """The operators of ``t`` where it is a reduction that may run regrouped (none of them may
+    overflow int64), else ()."""
     found = reduction(t)
-    return found is not None and not any(m.may_overflow for m in found.monoids)
+    return found.monoids if found is not None and not any(m.may_overflow for m in found.monoids) else ()
 
 
 class _Partials:
