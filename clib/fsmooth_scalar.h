@@ -72,8 +72,7 @@ static inline int64_t fs_checked_mul_i64(int64_t a, int64_t b, bool *overflow) {
     return a * b;
 }
 static inline int64_t fs_checked_abs_i64(int64_t a, bool *overflow) {
-    if (a == INT64_MIN) { *overflow = true; return 0; }
-    return a < 0 ? -a : a;
+    return a < 0 ? fs_checked_neg_i64(a, overflow) : a;
 }
 static inline int64_t fs_checked_floordiv_i64(int64_t a, int64_t b, bool *overflow) {
     if (b == 0 || (a == INT64_MIN && b == -1)) { *overflow = true; return 0; }

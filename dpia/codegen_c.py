@@ -31,6 +31,7 @@ folds its static chunk into a partial, the partials combined in thread order aft
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import sympy
 
@@ -75,11 +76,7 @@ class CKernelEmitter(KernelEmitter):
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges: Ranges) -> list[str]:
         match c:
-            case p.CallCmd(fn, out, args) if not isinstance(fn, str):  # a foreign function writes out
-                checks: list = []
-                texts = self._call_arguments(out, args, env, ranges, checks)
-                return checks + [f"{fn.c_name}({', '.join(texts)});"]
-            case p.CallCmd(fn, out, args, _, scratch_offset, check_sizes):
+            case p.CallCmd(fn, out, args, _, scratch_offset, check_sizes) if isinstance(fn, str):
                 # the checking entry point where the DPS stage could not prove the callee's sizes
                 callee = self.symbols[fn]
                 return self._call(callee if check_sizes else f"{callee}_body", out, args, scratch_offset, env, ranges)
@@ -103,30 +100,30 @@ class CKernelEmitter(KernelEmitter):
         reports wins."""
         count: list = []
         bound = strip_parentheses(self.checked_size(n, ranges, count))
-        k = self.fresh_number()
-        shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
-        own, self.in_parallel = self.exit, True
         threads_size = self.rename(size_symbol(self.k.threads), env)
         threads = self.cint(threads_size, ranges)
-        try:
+        with self._thread_failures(self.fresh_number()) as (shared, own):
             i = self.namer.fresh(index)
             inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
             inner_env = {**env, index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
             lines = self.comm(body, scope(inner_env), inner_ranges)
-        finally:
-            self.exit, self.in_parallel = shared, False
         if any(THREAD_C in line for line in lines):
             lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();"] + lines
-        if own.used:
-            lines = ([f"int {own.status} = 0;"] + lines
-                     + [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
-                        f"    {shared.status} = {own.status};", "}"])
-        loop = count + [f"#pragma omp parallel for num_threads({threads}) schedule(static) if({bound} > 1)",
-                f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"] + indent(lines) + ["}"]
-        if own.used:
-            loop.append(f"if ({shared.status} != 0) goto {shared.label};")
-            shared.used = True
-        return loop
+        lines = _own_status(own) + lines + _thread_failure(own, shared)
+        return (count + [f"#pragma omp parallel for num_threads({threads}) schedule(static) if({bound} > 1)",
+                         f"for (int64_t {i} = 0; {i} < {strip_parentheses(bound)}; {i}++) {{"]
+                + indent(lines) + ["}"] + _team_failure(own, shared))
+
+    @contextmanager
+    def _thread_failures(self, k: int):
+        """(shared exit, the thread's own): inside, a failing iteration records its status in
+        the thread's own variable and skips to the end of its share of the iterations."""
+        shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
+        own, self.in_parallel = self.exit, True
+        try:
+            yield shared, own
+        finally:
+            self.exit, self.in_parallel = shared, False
 
     def reduction_loop(self, c: p.ParallelReduce, env: dict, ranges: Ranges) -> list[str]:
         """A reduction on at most the kernel's thread count of threads (``dps.parallel``): thread
@@ -151,17 +148,13 @@ class CKernelEmitter(KernelEmitter):
         partials = [self.resolve(partial, env, ranges, checks)[0].cname for partial in c.partials]
         strides = [partial_stride(monoid.ty) for monoid in c.monoids]
         threads_size = self.rename(size_symbol(self.k.threads), env)
-        shared, self.exit = self.exit, FailureExit(f"fs_next{k}", f"fs_status{k}")
-        own, self.in_parallel = self.exit, True
-        try:
+        with self._thread_failures(k) as (shared, own):
             mine = [self.namer.fresh(a.name) for a in accumulators]  # the thread's accumulators
             i = self.namer.fresh(c.index)
             inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
             inner_env = {**env, **{a.name: ScalarVariable(m) for a, m in zip(accumulators, mine)},
                          c.index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
             body = self.comm(c.body, inner_env, inner_ranges)
-        finally:
-            self.exit, self.in_parallel = shared, False
         lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();",
                  f"const int64_t {size} = omp_get_num_threads();",
                  f"const int64_t {chunk} = {trips} / {size}, {longer} = {trips} % {size};",
@@ -169,20 +162,15 @@ class CKernelEmitter(KernelEmitter):
                  f"const int64_t {end} = {first} + {chunk} + ({THREAD_C} < {longer});"]
         lines += [f"{c_type(leaf)} {m} = {c_literal(monoid.identity, monoid.ty)};"
                   for (_, leaf), m, monoid in zip(leaves, mine, c.monoids)]
-        lines += [f"int {own.status} = 0;"] if own.used else []
+        lines += _own_status(own)
         lines += [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
-        if own.used:
-            lines += [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
-                      f"    {shared.status} = {own.status};", "}"]
+        lines += _thread_failure(own, shared)
         lines += [f"{partial}[{self.cint(stride * index_symbol(THREAD_C), inner_ranges)}] = {m};"
                   for partial, m, stride in zip(partials, mine, strides)]
         lines += [f"if ({THREAD_C} == 0) {team} = {size};"]
         loop = checks + [f"int64_t {team} = 1;",
                          f"#pragma omp parallel num_threads({self.cint(threads_size, ranges)}) if({trips} > 1)",
-                         "{"] + indent(lines) + ["}"]
-        if own.used:
-            loop.append(f"if ({shared.status} != 0) goto {shared.label};")
-            shared.used = True
+                         "{"] + indent(lines) + ["}"] + _team_failure(own, shared)
         combine = []
         for total, partial, stride, monoid, (_, leaf) in zip(totals, partials, strides, c.monoids, leaves):
             place = f"{partial}[{self.cint(stride * index_symbol(t), ranges)}]"
@@ -231,23 +219,9 @@ class CKernelEmitter(KernelEmitter):
         outer.used = True
         return lines + [f"{inner.label}:", f"free({cname});", f"if ({inner.status} != 0) goto {outer.label};"]
 
-    def _call_arguments(self, out, args, env, ranges, checks: list) -> list[str]:
-        """The C arguments of a call: the destinations, then per argument its address and dims (an
-        array) or its value."""
-        texts = [self.address(p.proj_path(out, path), env, ranges, checks)
-                 for path, _ in p.record_leaves(p.data_of(out))]
-        for a in args:
-            data = p.data_of(a)
-            if isinstance(data, p.Arr):
-                texts.append(self.address(a, env, ranges, checks))
-                texts.extend(self.cint(self.rename(dim, env), ranges) for dim in p.dims_of(data))
-            else:
-                texts.append(self.exp(a, env, ranges, checks))
-        return texts
-
     def _call(self, fn, out, args, scratch_offset, env, ranges) -> list[str]:
         checks: list = []
-        texts = self._call_arguments(out, args, env, ranges, checks)
+        texts = self.call_arguments(fn, out, args, env, ranges, checks)
         offset = self.cint(self.rename(scratch_offset, env), ranges)
         if self.options.allocation != "arena" or offset == "0":
             scratch = "scratch"  # a callee that allocates for itself ignores it
@@ -417,8 +391,9 @@ static void *fs_gc_malloc(int64_t bytes) {
 def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Options()) -> CArtifact:
     """The C of ``prog``, its kernels exported as ``<module>_<kernel>``."""
     foreign = called_foreign(node for k in prog.kernels.values() for node in p.walk(k.body))
-    symbols = exported_symbols(prog, module, foreign_names(foreign))
-    globals_ = frozenset().union(foreign_names(foreign),
+    foreign_cnames = foreign_names(foreign)
+    symbols = exported_symbols(prog, module, foreign_cnames)
+    globals_ = frozenset().union(foreign_cnames,
                                  *(c_functions(symbols[name], k) for name, k in prog.kernels.items()))
     scratch_free = frozenset(name for name, k in prog.kernels.items() if sympy.sympify(k.scratch) == 0)
     emitters = [CKernelEmitter(k, symbols, globals_, options, scratch_free) for k in prog.kernels.values()]
@@ -453,10 +428,32 @@ def generate_c(prog: p.ImperativeProgram, module: str, options: Options = Option
         if wanted:
             flags += more_flags
             libraries += more_libraries
+    uses = []
     for f in foreign:
         more_flags, more_libraries = f.build_needs()
         flags += more_flags
         libraries += more_libraries
-    uses = tuple(ForeignUse(f.name, f.prototype(), f.header_path(), f.build_needs()[1]) for f in foreign)
+        uses.append(ForeignUse(f.name, f.prototype(), f.header_path(), more_libraries))
+    uses = tuple(uses)
     return CArtifact(source, cdef, {e.k.name: e.interface() for e in emitters}, tuple(flags), tuple(libraries), uses)
 
+
+def _own_status(own: FailureExit) -> list[str]:
+    return [f"int {own.status} = 0;"] if own.used else []
+
+
+def _thread_failure(own: FailureExit, shared: FailureExit) -> list[str]:
+    """The end of a thread's share: its failure, if any, becomes the team's (the first to be
+    written wins)."""
+    if not own.used:
+        return []
+    return [f"{own.label}:", f"if ({own.status} != 0) {{", "#pragma omp atomic write",
+            f"    {shared.status} = {own.status};", "}"]
+
+
+def _team_failure(own: FailureExit, shared: FailureExit) -> list[str]:
+    """After the team: a failure of any thread leaves through the enclosing exit."""
+    if not own.used:
+        return []
+    shared.used = True
+    return [f"if ({shared.status} != 0) goto {shared.label};"]

@@ -163,25 +163,14 @@ class _OpenCLEmitter(KernelEmitter):
             scoped, self.exit = self.exit, outer
         return lines + [f"{scoped.label}: ;"] if scoped.used else lines
 
-    def _foreign_call(self, fn, out, args, env, ranges) -> list[str]:
-        """``fn(out, args...)``: an array (the destination first) as its address and dims, in
-        global memory, as the prototype says (fsmooth.foreign); a scalar as its value."""
-        checks: list = []
-        texts = []
-        for ph in (out, *args):
-            data = p.data_of(ph)
-            if not isinstance(data, p.Arr):
-                texts.append(self.exp(ph, env, ranges, checks))
-                continue
-            binding, _ = self.resolve(ph, env, ranges, checks)
-            if not (isinstance(binding, _Memory) and binding.space == "global"):
-                raise CompileError(f"on OpenCL, the arrays of a foreign function are in global memory, but "
-                                   f"{'the result' if ph is out else 'an argument'} of {fn.name} is not: leave "
-                                   "it to the default strategy, without to_local or to_private")
-            texts.append(self.address(ph, env, ranges, checks))
-            if ph is not out:
-                texts.extend(self.cint(self.rename(dim, env), ranges) for dim in p.dims_of(data))
-        return checks + [f"{fn.c_name}({', '.join(texts)});"]
+    def call_address(self, fn, ph, is_destination, env, ranges, checks) -> str:
+        # a foreign function's arrays are in global memory, as its prototype says (fsmooth.foreign)
+        binding, offset = self.resolve(ph, env, ranges, checks)
+        if not (isinstance(binding, _Memory) and binding.space == "global"):
+            raise CompileError(f"on OpenCL, the arrays of a foreign function are in global memory, but "
+                               f"{'the result' if is_destination else 'an argument'} of {fn.name} is not: leave "
+                               "it to the default strategy, without to_local or to_private")
+        return self.address_of(binding, offset, ranges)
 
     # -- the kernel function
     def kernel(self, phase: Phase, hoisted: dict, outputs: list, status: str,
@@ -218,9 +207,9 @@ class _OpenCLEmitter(KernelEmitter):
                 args.append(src.symbol)
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
-        body = self.comm(phase.body, env, self.kernel_ranges())
-        tail = None if phase.tail is None else self._with_scoped_exit(
-            lambda: self.comm(phase.tail, env, self.kernel_ranges()))
+        ranges = self.kernel_ranges()
+        body = self.comm(phase.body, env, ranges)
+        tail = None if phase.tail is None else self._with_scoped_exit(lambda: self.comm(phase.tail, env, ranges))
         body = self.before_the_body(body)
         if self.exit.used:
             body = body + [f"{self.exit.label}: ;"]
@@ -244,8 +233,8 @@ class _OpenCLEmitter(KernelEmitter):
                 return self._parallel_parfor(c, env, ranges)
             case p.VectorParFor():
                 return self._vector_parfor(c, env, ranges)
-            case p.CallCmd(fn, out, args) if not isinstance(fn, str):  # a foreign function writes out
-                return self._foreign_call(fn, out, args, env, ranges)
+            case p.CallCmd(fn) if not isinstance(fn, str):  # a foreign function (KernelEmitter's)
+                return super().comm(c, env, ranges)
             case p.New(name, p.Vec(scalar, w), body):
                 cname = self.namer.fresh(name)
                 return [f"{C_TYPE[scalar]}{w} {cname};"] + self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)

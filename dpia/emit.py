@@ -386,11 +386,31 @@ class KernelEmitter:
         return print_size(truncating_divisions(e, ranges), self.size_target, self.size_name)
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
-        binding, offset = self.resolve(ph, env, ranges, checks)
+        return self.address_of(*self.resolve(ph, env, ranges, checks), ranges)
+
+    def address_of(self, binding, offset, ranges: Ranges) -> str:
         if isinstance(binding, ScalarVariable):
             return f"&{binding.cname}"
         offset = simplify_index(offset, ranges)
         return binding.cname if offset == 0 else f"({binding.cname} + {self.cint(offset, ranges)})"
+
+    def call_arguments(self, fn, out, args, env, ranges: Ranges, checks: list) -> list[str]:
+        """The C arguments of a call of ``fn``: the destinations, then per argument its address
+        and dims (an array) or its value."""
+        texts = [self.call_address(fn, p.proj_path(out, path), True, env, ranges, checks)
+                 for path, _ in p.record_leaves(p.data_of(out))]
+        for a in args:
+            data = p.data_of(a)
+            if isinstance(data, p.Arr):
+                texts.append(self.call_address(fn, a, False, env, ranges, checks))
+                texts.extend(self.cint(self.rename(dim, env), ranges) for dim in p.dims_of(data))
+            else:
+                texts.append(self.exp(a, env, ranges, checks))
+        return texts
+
+    def call_address(self, fn, ph: p.Phrase, is_destination: bool, env: dict, ranges: Ranges, checks: list) -> str:
+        """The address an array argument (or destination) of a call of ``fn`` is passed as."""
+        return self.address(ph, env, ranges, checks)
 
     def exp(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
         match ph:
@@ -429,6 +449,10 @@ class KernelEmitter:
         match c:
             case p.Skip():
                 return []
+            case p.CallCmd(fn, out, args) if not isinstance(fn, str):  # a foreign function writes out
+                checks: list = []
+                texts = self.call_arguments(fn, out, args, env, ranges, checks)
+                return checks + [f"{fn.c_name}({', '.join(texts)});"]
             case p.Seq(cmds):
                 return [line for cmd in cmds for line in self.comm(cmd, env, ranges)]
             case p.Assign(acc, e):

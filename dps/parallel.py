@@ -84,10 +84,12 @@ def parallelise(p: ir.Program) -> ir.Program:
     count parameter on every kernel, passed on by every call."""
     nested: set[str] = set()
     kernels: dict = {}
-    threads = {name: _threads_name(k) for name, k in p.kernels.items()}
+    taken = {name: _names_taken(k) for name, k in p.kernels.items()}
+    # ``nthreads``, or a numbered form where the kernel already has a variable of that name
+    threads = {name: NameSupply(taken[name]).fresh("nthreads") for name in p.kernels}
     for name in reversed(list(p.kernels)):  # callers first: a kernel's callers are decided before it
         k = p.kernels[name]
-        body = k.body if name in nested else mark_parallel(k.body, _Partials(k, threads[name]))
+        body = k.body if name in nested else mark_parallel(k.body, _Partials(taken[name], threads[name]))
         nested |= _called_in_loops(body, inside=name in nested)
         body = _pass_threads(body, Var(threads[name], Card), inside=False)
         n_threads = size_symbol(threads[name])
@@ -137,17 +139,12 @@ class _Partials:
     """Names for the regions of a kernel's parallel reductions' partials, and their length: the
     kernel's thread count."""
 
-    def __init__(self, k: ir.Kernel, threads: str):
-        self.names = NameSupply(_names_taken(k) | {threads})
+    def __init__(self, taken: set[str], threads: str):
+        self.names = NameSupply(taken | {threads})
         self.threads = size_symbol(threads)
 
     def fresh(self) -> str:
         return self.names.fresh("partials")
-
-
-def _threads_name(k: ir.Kernel) -> str:
-    """``nthreads``, or a numbered form where the kernel already has a variable of that name."""
-    return NameSupply(_names_taken(k)).fresh("nthreads")
 
 
 def _names_taken(k: ir.Kernel) -> set[str]:

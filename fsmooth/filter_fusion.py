@@ -31,9 +31,10 @@ def _fuse(e: Expr, names: NameSupply) -> Expr:
     e = map_children(lambda child: _fuse(child, names), e)
     match e:
         case Let(w, Filter(Lam(((x, _),), pred), Var() as v) as f, body):
-            fused = _into_filter(w, x, pred, v, body) if _uses(body, w) == 1 else None
+            uses = _uses(body, w)
+            fused = _into_filter(w, x, pred, v, body) if uses == 1 else None
             if fused is None:
-                fused = _into_fold(w, x, pred, v, f, body, names)
+                fused = _into_fold(w, x, pred, v, f, body, uses, names)
             return e if fused is None else fused
     return e
 
@@ -79,8 +80,10 @@ def _into_filter(w: str, x: str, pred: Expr, v: Var, body: Expr) -> Expr | None:
     return _replace(body, consumer, fused)
 
 
-def _into_fold(w: str, x: str, pred: Expr, v: Var, f: Filter, body: Expr, names: NameSupply) -> Expr | None:
-    """``let n = length w in ... ifold (λ s i. B) z n``, at the same depth, w read only as w[i] in B."""
+def _into_fold(w: str, x: str, pred: Expr, v: Var, f: Filter, body: Expr, uses: int,
+               names: NameSupply) -> Expr | None:
+    """``let n = length w in ... ifold (λ s i. B) z n``, at the same depth, w read only as w[i] in B
+    (``uses``: how often ``body`` names w)."""
     lengths = [node for node in _same_depth(body) if isinstance(node, Let) and node.rhs == Length(Var(w, f.ty))]
     if len(lengths) != 1 or _uses(lengths[0].body, lengths[0].name) != 1:
         return None
@@ -91,7 +94,7 @@ def _into_fold(w: str, x: str, pred: Expr, v: Var, f: Filter, body: Expr, names:
         return None
     (s, s_ty), (i, i_ty) = fold.fn.params
     reads = [node for node in walk(fold.fn.body) if isinstance(node, Get) and node.arr == Var(w, f.ty)]
-    if not all(r.idx == Var(i, r.idx.ty) for r in reads) or _uses(body, w) != 1 + len(reads):
+    if not all(r.idx == Var(i, r.idx.ty) for r in reads) or uses != 1 + len(reads):
         return None
     elem = f.ty.elem
     step = _substitute_reads(fold.fn.body, w, Var(x, elem))

@@ -17,7 +17,8 @@ kernel), ``K_check_sizes`` (a failed constraint goes to the fallback, which name
 ``K_shape`` and ``K_scratch_bytes`` (a negative answer goes to the fallback, which reports it),
 the result arrays (``PyArray_Empty``), this thread's arena grown to the scratch bytes
 (``fs_py_scratch``: 64-byte aligned, one per thread, freed at the thread's exit; an allocation
-that fails goes to the fallback, whose allocation raises ``MemoryError``), ``K`` without the
+that fails goes to the fallback, whose allocation raises ``MemoryError``; a kernel whose scratch
+formula is 0 neither asks nor takes it, and gets ``fs_py_no_scratch``), ``K`` without the
 GIL, and a nonzero status raised through ``fsmooth.runtime.raise_status``.  Nothing runs Python
 between taking the arena and calling ``K``, so no other call on this thread can move the arena
 under it.
@@ -56,6 +57,9 @@ static void fs_py_free_arena(void *arena) {
     free(((fs_py_arena *)arena)->base);
     free(arena);
 }
+
+/* The scratch of a kernel whose scratch formula is 0: never written, aligned as an arena is. */
+static char fs_py_no_scratch[64] __attribute__((aligned(64)));
 
 /* This thread's arena, grown to at least `nbytes` (doubling), 64-byte aligned; NULL if it cannot be. */
 static inline void *fs_py_scratch(int64_t nbytes) {
@@ -227,12 +231,13 @@ def entry_function(interface: KernelInterface) -> str:
 
     outputs = interface.outputs
     arrays = [j for j, (_, ty, _) in enumerate(outputs) if rank(ty)]
-    declarations += ["int fs_status;", "int64_t fs_nbytes;", "void *fs_scratch;"]
+    needs_scratch = interface.scratch_formula != 0
+    declarations += ["int fs_status;", *(["int64_t fs_nbytes;", "void *fs_scratch;"] if needs_scratch else [])]
     if arrays:
         declarations.append(f"PyObject *fs_r[{len(arrays)}] = {{NULL}};")
-    body += [f"if ({symbol}_check_sizes({sizes}) != 0) goto fallback;",
-             f"fs_nbytes = {symbol}_scratch_bytes({sizes});",
-             "if (fs_nbytes < 0) goto fallback;"]
+    body.append(f"if ({symbol}_check_sizes({sizes}) != 0) goto fallback;")
+    if needs_scratch:
+        body += [f"fs_nbytes = {symbol}_scratch_bytes({sizes});", "if (fs_nbytes < 0) goto fallback;"]
     outs, values = [], []
     for j, (suffix, ty, _) in enumerate(outputs):
         elem = element_scalar(ty)
@@ -253,10 +258,12 @@ def entry_function(interface: KernelInterface) -> str:
                  f"if (fs_r[{slot}] == NULL) goto failed;"]
     release = [f"for (int fs_j = 0; fs_j < {len(arrays)}; fs_j++) Py_XDECREF(fs_r[fs_j]);"] if arrays else []
     # no Python runs from here to K: the arena stays this call's
-    body += ["fs_scratch = fs_py_scratch(fs_nbytes);",
-             "if (fs_scratch == NULL) {", *[f"    {line}" for line in release], "    goto fallback;", "}",
-             "Py_BEGIN_ALLOW_THREADS",
-             f"fs_status = {symbol}({', '.join(['fs_scratch', *outs, *c_args])});",
+    if needs_scratch:
+        body += ["fs_scratch = fs_py_scratch(fs_nbytes);",
+                 "if (fs_scratch == NULL) {", *[f"    {line}" for line in release], "    goto fallback;", "}"]
+    scratch = "fs_scratch" if needs_scratch else "fs_py_no_scratch"
+    body += ["Py_BEGIN_ALLOW_THREADS",
+             f"fs_status = {symbol}({', '.join([scratch, *outs, *c_args])});",
              "Py_END_ALLOW_THREADS",
              "if (fs_status != 0) {", *[f"    {line}" for line in release],
              "    return fs_py_raise_status(state, fs_status);", "}"]

@@ -370,6 +370,25 @@ def test_a_foreign_array_result_in_a_sequential_opencl_kernel(opencl_context):
     assert [launch.global_size for launch in launches] == [(1,)]
 
 
+@fs.kernel
+def convolve_row(image: Array[Array[Double]], r: Index, k: Array[Double]) -> Array[Double]:
+    return fk.convolve(image[r], k)
+
+
+def test_a_foreign_functions_checked_argument_is_checked_once_on_opencl(opencl_context):
+    """``image[r]`` is resolved once for the call: one range test in the kernel, one record."""
+    artifact = convolve_row.opencl_artifact()
+    kernel_source = artifact.source.split("__kernel", 1)[1].split("/* ---- foreign function", 1)[0]
+    assert kernel_source.count("r < image_d0") == 1
+    assert [(c.index, c.length) for c in artifact.interface.range_checks] == [("r", "image_d0")]
+    image, k = np.arange(12.0).reshape(3, 4), np.array([1.0, -1.0])
+    np.testing.assert_array_equal(convolve_row.opencl(image, 2, k, context=opencl_context),
+                                  np.correlate(image[2], k, mode="valid"))
+    np.testing.assert_array_equal(convolve_row.reference(image, 2, k), np.correlate(image[2], k, mode="valid"))
+    with pytest.raises(IndexError, match="index out of range"):
+        convolve_row.opencl(image, 3, k, context=opencl_context)
+
+
 # ----------------------------------------------------------------------------- fsmooth compile
 
 def test_compile_lists_the_foreign_functions_in_header_and_manifest(counted):
