@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, scan_filter, triangular, tuples
+from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, scan_filter, triangular, tuples, vision
 from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work, scan_filter)
+MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work, scan_filter, vision)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -109,6 +109,10 @@ def gmm_args(rng, sizes):
     return vec(rng, k), mat(rng, k, d), mat(rng, k, d, -0.5, 0.5), mat(rng, n, d)
 
 
+def eighths_f32(a):
+    return (np.round(a * 8.0) / 8.0).astype(np.float32)
+
+
 def slice_args(rng, n):
     start = int(rng.integers(0, n))
     return vec(rng, n), start, int(rng.integers(start, n))
@@ -177,6 +181,28 @@ CASES = [
          True),
     Case(ml.softmax_f32, lambda rng, n: (vec(rng, n, -20.0, 20.0).astype(np.float32),),
          VECTOR_SIZES, True),
+    # vision: the GPU application benchmark's stencils, float64 and float32
+    Case(vision.row_sum5, lambda rng, s: (mat(rng, *s), int(rng.integers(-2, s[0] + 2)),
+                                          int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES),
+    Case(vision.box_blur5, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.gaussian_blur5, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.sobel_at, lambda rng, s: (mat(rng, *s), int(rng.integers(-2, s[0] + 2)),
+                                          int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES),
+    Case(vision.sobel_magnitude, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.pixel_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                           int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.row_sum3_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.row_sum5_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    *(Case(k, lambda rng, s: (mat(rng, *s).astype(np.float32),), MATRIX_SIZES, True)
+      for k in (vision.box_blur3_f32, vision.box_blur5_f32, vision.gaussian_blur3_f32, vision.gaussian_blur5_f32)),
+    # eighths, so that Sobel's cancelling sums are exact in float32 (a flat image's 0 stays 0)
+    Case(vision.sobel_at_f32, lambda rng, s: (eighths_f32(mat(rng, *s)), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.sobel_magnitude_f32, lambda rng, s: (eighths_f32(mat(rng, *s)),), MATRIX_SIZES, True),
+    Case(vision.softmax_rows_f32, lambda rng, s: (mat(rng, *s, -20.0, 20.0).astype(np.float32),),
+         MATRIX_SIZES, True),
     # iterate: ifold over an array state
     Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
