@@ -29,7 +29,9 @@ numpy's) ``time.perf_counter`` around one call.  Each is the median of ``repeats
 50 with --quick) after warm-up calls, except where one call takes so long that they would not
 fit in ``budget_s`` seconds: then fewer (at least 3), and the table says how many.  A case
 whose time, extrapolated from the same implementation's previous size (linear in the work), would
-exceed ``max_call_s`` per call is not run, and says so.  A kernel that fsmooth fails to compile or
+exceed ``max_call_s`` per call is not run, and says so; so are the cases left when the run reaches
+its time limit (``--time-limit-min``; 7.5 min with --quick).  The JSON is rewritten after every
+case (``"complete": false`` until the end), so that a crash loses only the case it was in.  A kernel that fsmooth fails to compile or
 run is recorded with its error, never skipped silently.
 
 ``speed`` is the baseline's median time over fsmooth's (1.0: as fast; > 1: fsmooth is faster);
@@ -80,13 +82,17 @@ PRESETS = {
     # lstm: (layers, characters); image: side of the square image; softmax: side of the matrix
     "full": dict(gmm=((2, 5, 10_000), (10, 25, 10_000), (20, 50, 10_000), (64, 200, 10_000)),
                  ba=(1, 5, 10, 17, 20), hand=(100, 1600, 100_000), lstm=((2, 1024), (4, 4096)),
-                 image=4096, softmax=8192, repeats=100, warmup=10, budget_s=30.0, max_call_s=10.0),
+                 image=4096, softmax=8192, repeats=100, warmup=10, budget_s=30.0, max_call_s=10.0,
+                 time_limit_s=None),
     "quick": dict(gmm=((10, 25, 10_000),), ba=(1, 17), hand=(100_000,), lstm=((2, 1024),),
-                  image=4096, softmax=8192, repeats=50, warmup=3, budget_s=8.0, max_call_s=10.0),
+                  image=4096, softmax=8192, repeats=50, warmup=3, budget_s=8.0, max_call_s=10.0,
+                  time_limit_s=450.0),
     "small": dict(gmm=((2, 5, 1000), (10, 25, 1000)), ba=(1,), hand=(100,), lstm=((2, 64),),
-                  image=512, softmax=1024, repeats=50, warmup=2, budget_s=3.0, max_call_s=5.0),
+                  image=512, softmax=1024, repeats=50, warmup=2, budget_s=3.0, max_call_s=5.0,
+                  time_limit_s=None),
     "tiny": dict(gmm=((2, 3, 50),), ba=((5, 20, 64),), hand=(10,), lstm=((1, 4),),
-                 image=16, softmax=16, repeats=3, warmup=1, budget_s=0.5, max_call_s=5.0),
+                 image=16, softmax=16, repeats=3, warmup=1, budget_s=0.5, max_call_s=5.0,
+                 time_limit_s=None),
 }
 GMM_LARGE = ((2, 5, 2_500_000), (10, 25, 2_500_000))  # --gmm-2.5m: ADBench's 2.5M points
 BASELINES = {"gpu": ("torch", "torch.compile"), "cpu": ("numpy", "torch"), "simulator": ("numpy",)}
@@ -409,7 +415,7 @@ class Extrapolation:
         if predicted <= self.max_call_s:
             return None
         return {"status": "not run", "predicted_s": predicted,
-                "note": f"not run: {predicted:.3g} s a call extrapolated from {seconds * 1e3:.3g} ms at the "
+                "note": f"{predicted:.3g} s a call extrapolated from {seconds * 1e3:.3g} ms at the "
                         f"previous size (limit {self.max_call_s:g} s)"}
 
     def record(self, impl: str, case: Case, result: dict) -> None:
@@ -441,6 +447,14 @@ def run_case(case: Case, context, kind: str, baselines: tuple, settings: dict, e
     record["speed"] = {impl: record["implementations"][impl]["median_s"] / fsmooth_s for impl in baselines
                        if fsmooth_s and record["implementations"][impl].get("median_s")}
     return record
+
+
+def over_time(case: Case, baselines: tuple, limit_s: float) -> dict:
+    """The record of a case left out because the run reached its time limit."""
+    note = f"the run reached its time limit of {limit_s / 60:g} min before this case"
+    return {"kernel": case.kernel, "size": case.label, "dtype": case.dtype, "work": case.work, "speed": {},
+            "implementations": {impl: {"status": "not run", "note": note, "implementation": IMPLEMENTATION_NAMES[impl]}
+                                for impl in ("fsmooth", *baselines)}}
 
 
 class Progress:
@@ -517,6 +531,9 @@ def main(argv=None) -> int:
                         help="threads of PyTorch's CPU backend (default: PyTorch's own choice); on a loaded "
                              "machine 1 keeps its thread pool from waiting a scheduler slice per operation")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per measurement")
+    parser.add_argument("--time-limit-min", type=float, default=None,
+                        help="cases not yet begun when the run has lasted this long are recorded as not run "
+                             "(default: 7.5 with --quick, none otherwise)")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR,
                         help="where the JSON and the plot go (default: benchmarks/results)")
     parser.add_argument("--report", action="store_true",
@@ -532,6 +549,8 @@ def main(argv=None) -> int:
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
         settings["repeats"] = args.repeats
+    if args.time_limit_min is not None:
+        settings["time_limit_s"] = args.time_limit_min * 60
 
     try:
         context = choose_context(args.device)
@@ -577,19 +596,29 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     extrapolation = Extrapolation(settings["max_call_s"])
     progress = Progress(len(cases) * (1 + len(baselines)))
-    records = []
-    try:
-        for case in cases:
-            records.append(run_case(case, context, kind, baselines, settings, extrapolation, progress))
-    finally:
-        progress.close()
-    wall_s = time.perf_counter() - started
-
     results = {"device": device, "machine": machine, "settings": settings, "kind": kind,
                "command": "python -m benchmarks.gpu_apps " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "wall_s": wall_s, "records": records}
+               "complete": False, "wall_s": 0.0, "records": []}
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / f"{output_name(kind)}.json"
+    try:
+        for case in cases:
+            elapsed = time.perf_counter() - started
+            if settings["time_limit_s"] is not None and elapsed > settings["time_limit_s"]:
+                record = over_time(case, baselines, settings["time_limit_s"])
+                for impl in record["implementations"]:
+                    progress(f"{case.key}: {impl} (over the time limit)")
+            else:
+                record = run_case(case, context, kind, baselines, settings, extrapolation, progress)
+            results["records"].append(record)
+            # written after every case: a crash of a driver loses only the case it was in
+            results["wall_s"] = time.perf_counter() - started
+            json_path.write_text(json.dumps(results, indent=1) + "\n")
+    finally:
+        progress.close()
+    records = results["records"]
+    wall_s = results["wall_s"] = time.perf_counter() - started
+    results["complete"] = True
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     plot_path = gpu_apps_report.plot(results, args.out / f"{output_name(kind)}.png")
     print(gpu_apps_report.text_table(results))

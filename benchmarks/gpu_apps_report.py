@@ -38,7 +38,7 @@ COLOURS = {"torch": "tab:orange", "torch.compile": "tab:red", "numpy": "tab:gree
 def _time(side: dict) -> str:
     status = side.get("status")
     if status != "ok":
-        return {"compile failed": "compile failed", "not run": "not run (too slow)",
+        return {"compile failed": "compile failed", "not run": "not run",
                 "wrong result": "**wrong result**", "run failed": "run failed"}.get(status, status or "")
     runs = f" ({side['runs']} runs)" if side["runs"] < MIN_RUNS else ""
     return f"{side['median_ms']:.4g}{runs}"
@@ -171,7 +171,9 @@ def _machine_line(results: dict) -> str:
     return (f"**Device**: {d['name']} ({d['platform']}, {d['opencl_version']}, driver {d['driver']}, "
             f"{d['compute_units']} compute units, {d['global_memory_gib']} GiB){gpu}; host CPU {m['cpu']}, "
             f"{m['cores']} cores; {software}; run on {m['date']} with `{results['command']}` "
-            f"(preset {results['settings']['preset']}: {results['wall_s'] / 60:.1f} min in all).")
+            f"(preset {results['settings']['preset']}: {results['wall_s'] / 60:.1f} min in all"
+            + ("" if results.get("complete", True) else "; **incomplete**: the run stopped before its end")
+            + ").")
 
 
 def reading(results: dict) -> list[str]:

@@ -141,3 +141,15 @@ def test_a_size_too_slow_by_extrapolation_is_not_run():
     assert extrapolation.too_slow("numpy", large) is None  # another implementation's own history
     assert gpu_apps.repeats_within(10.0, {"repeats": 50, "budget_s": 8.0}) == gpu_apps.MIN_REPEATS
     assert gpu_apps.repeats_within(1e-4, {"repeats": 50, "budget_s": 8.0}) == 50
+
+
+def test_a_case_after_the_time_limit_is_recorded_as_not_run():
+    gpu_apps, report = _benchmarks()
+    case = gpu_apps.Case("softmax_rows", "8192²", "float32", 8192 ** 2, None, None, None, None)
+    record = gpu_apps.over_time(case, ("torch", "torch.compile"), 450.0)
+    assert set(record["implementations"]) == {"fsmooth", "torch", "torch.compile"} and record["speed"] == {}
+    assert all(side["status"] == "not run" and "time limit of 7.5 min" in side["note"]
+               for side in record["implementations"].values())
+    results = {"kind": "gpu", "settings": {"baselines": ["torch", "torch.compile"]}, "records": [record]}
+    assert report.text_table(results).splitlines()[-1].split()[3:6] == ["not", "run", "not"]
+    assert report.rows(results)[0][-2] == "not judged"
