@@ -263,7 +263,9 @@ def markdown_section(by_kind: dict, report_dir: pathlib.Path, results_dir: pathl
         "fsmooth. Times are medians of 100 calls (50 with `--quick`) after warm-up; a call so slow that "
         "those do not fit in the measurement's budget gets fewer (at least 3), and the table says how "
         "many. A size whose time, extrapolated from the previous size, exceeds the per-call limit is "
-        "not run and says so. Speed is the baseline's time over fsmooth's (> 1: fsmooth faster); "
+        "not run and says so, as are the cases left when a run reaches its time limit (7.5 min with "
+        "`--quick`, whose cases take about 5 min on one GPU by estimate; the full run, about 15 to 25 "
+        "min by estimate: the machine line gives the measured time). Speed is the baseline's time over fsmooth's (> 1: fsmooth faster); "
         f"the issue's target is ≥ {TARGET_SPEED:g}× {TARGET} on every kernel and size.",
         "",
         "To run on the GPU machine (NVIDIA's OpenCL ICD registered and the wheels installed as "
