@@ -31,7 +31,9 @@ fit in ``budget_s`` seconds: then fewer (at least 3), and the table says how man
 whose time, extrapolated from the same implementation's previous size (linear in the work), would
 exceed ``max_call_s`` per call is not run, and says so; so are the cases left when the run reaches
 its time limit (``--time-limit-min``; 7.5 min with --quick).  The JSON is rewritten after every
-case (``"complete": false`` until the end), so that a crash loses only the case it was in.  A kernel that fsmooth fails to compile or
+case (``"complete": false`` until the end), so that a crash loses only the case it was in.  A run
+too long for one command goes in parts (``--kernels``), each part after the first given the JSON
+of the parts before it (``--merge-with``), whose records it keeps.  A kernel that fsmooth fails to compile or
 run is recorded with its error, never skipped silently.
 
 ``speed`` is the baseline's median time over fsmooth's (1.0: as fast; > 1: fsmooth is faster);
@@ -457,6 +459,18 @@ def over_time(case: Case, baselines: tuple, limit_s: float) -> dict:
                                 for impl in ("fsmooth", *baselines)}}
 
 
+def merged(results: dict, earlier: dict | None) -> dict:
+    """``results`` with the records of an earlier part of the run for the cases it has not
+    measured; the wall times add up and the commands are both kept."""
+    if earlier is None:
+        return results
+    measured = {(r["kernel"], r["size"], r["dtype"]) for r in results["records"]}
+    kept = [r for r in earlier["records"] if (r["kernel"], r["size"], r["dtype"]) not in measured]
+    return {**results, "records": kept + results["records"], "wall_s": earlier["wall_s"] + results["wall_s"],
+            "command": f"{earlier['command']}; then {results['command']}",
+            "complete": results["complete"] and earlier.get("complete", True)}
+
+
 class Progress:
     """A tqdm bar over the measurements when tqdm is installed (the GPU machine may lack it),
     else a line per case."""
@@ -536,6 +550,9 @@ def main(argv=None) -> int:
                              "(default: 7.5 with --quick, none otherwise)")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR,
                         help="where the JSON and the plot go (default: benchmarks/results)")
+    parser.add_argument("--merge-with", type=pathlib.Path, default=None,
+                        help="a gpu_apps JSON of an earlier part of the run (other --kernels, the same device): "
+                             "its records are kept, after this run's, for the cases this run does not measure")
     parser.add_argument("--report", action="store_true",
                         help="rewrite the section of benchmarks/RESULTS.md (done anyway by a run into "
                              "benchmarks/results that is not the tiny preset)")
@@ -593,6 +610,9 @@ def main(argv=None) -> int:
     smi = _nvidia_smi() if kind == "gpu" else None
     if smi:
         machine["nvidia_smi"] = smi
+    earlier = json.loads(args.merge_with.read_text()) if args.merge_with else None
+    if earlier is not None and earlier["device"]["name"] != device["name"]:
+        parser.error(f"--merge-with {args.merge_with} was measured on {earlier['device']['name']}, not {device['name']}")
     started = time.perf_counter()
     extrapolation = Extrapolation(settings["max_call_s"])
     progress = Progress(len(cases) * (1 + len(baselines)))
@@ -613,12 +633,13 @@ def main(argv=None) -> int:
             results["records"].append(record)
             # written after every case: a crash of a driver loses only the case it was in
             results["wall_s"] = time.perf_counter() - started
-            json_path.write_text(json.dumps(results, indent=1) + "\n")
+            json_path.write_text(json.dumps(merged(results, earlier), indent=1) + "\n")
     finally:
         progress.close()
-    records = results["records"]
-    wall_s = results["wall_s"] = time.perf_counter() - started
+    results["wall_s"] = time.perf_counter() - started
     results["complete"] = True
+    results = merged(results, earlier)
+    records, wall_s = results["records"], results["wall_s"]
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     plot_path = gpu_apps_report.plot(results, args.out / f"{output_name(kind)}.png")
     print(gpu_apps_report.text_table(results))

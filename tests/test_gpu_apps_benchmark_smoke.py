@@ -153,3 +153,20 @@ def test_a_case_after_the_time_limit_is_recorded_as_not_run():
     results = {"kind": "gpu", "settings": {"baselines": ["torch", "torch.compile"]}, "records": [record]}
     assert report.text_table(results).splitlines()[-1].split()[3:6] == ["not", "run", "not"]
     assert report.rows(results)[0][-2] == "not judged"
+
+
+def test_a_run_in_parts_merges_into_one_json():
+    """A full GPU run does not fit in one command of the GPU machine: its parts (other --kernels)
+    merge, a case measured again replacing the earlier record."""
+    gpu_apps, _ = _benchmarks()
+
+    def record(kernel, ms):
+        return {"kernel": kernel, "size": "1", "dtype": "float32", "speed": {}, "implementations": {"ms": ms}}
+    earlier = {"records": [record("ba", 1), record("gmm", 2)], "wall_s": 60.0, "command": "part 1", "complete": True}
+    later = {"records": [record("gmm", 3), record("softmax_rows", 4)], "wall_s": 30.0, "command": "part 2",
+             "complete": True}
+    both = gpu_apps.merged(later, earlier)
+    assert [(r["kernel"], r["implementations"]["ms"]) for r in both["records"]] == [("ba", 1), ("gmm", 3),
+                                                                                   ("softmax_rows", 4)]
+    assert both["wall_s"] == 90.0 and both["command"] == "part 1; then part 2" and both["complete"]
+    assert gpu_apps.merged(later, None) is later
