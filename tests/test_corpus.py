@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import fsmooth as fs
-from corpus import ba, gmm, image, iterate, linalg, loop_work, ml, scan_filter, triangular, tuples
+from corpus import ba, ba_f32, gmm, image, iterate, linalg, loop_work, ml, scan_filter, triangular, tuples, vision
 from fsmooth.types import ArrayT, NUMPY_DTYPE, TupleT, element_scalar
 
-MODULES = (linalg, ba, gmm, image, ml, iterate, triangular, tuples, loop_work, scan_filter)
+MODULES = (linalg, ba, ba_f32, gmm, image, ml, iterate, triangular, tuples, loop_work, scan_filter, vision)
 
 # Room for another order of operations (numpy's pairwise sums and matrix forms, a C compiler's
 # contractions), not for a wrong index or a wrong formula.
@@ -109,6 +109,15 @@ def gmm_args(rng, sizes):
     return vec(rng, k), mat(rng, k, d), mat(rng, k, d, -0.5, 0.5), mat(rng, n, d)
 
 
+def f32s(*args):
+    """The floating arrays of ``args`` in float32 (index arrays and scalars as they are)."""
+    return tuple(a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args)
+
+
+def eighths_f32(a):
+    return (np.round(a * 8.0) / 8.0).astype(np.float32)
+
+
 def slice_args(rng, n):
     start = int(rng.integers(0, n))
     return vec(rng, n), start, int(rng.integers(start, n))
@@ -148,6 +157,15 @@ CASES = [
          lambda rng, a: (camera(rng, a), point(rng), float(rng.uniform(0.5, 1.5)), vec(rng, 2)),
          ANGLES),
     Case(ba.reprojection_errors, reprojection_args, ((1, 1, 1), (2, 3, 5), (3, 7, 11))),
+    # ba_f32: the same in single precision (ADBench's BA objective, tuple result included)
+    Case(ba_f32.dot3_f32, lambda rng, a: f32s(rotation(rng, a), point(rng)), ANGLES, True),
+    Case(ba_f32.cross3_f32, lambda rng, a: f32s(rotation(rng, a), point(rng)), ANGLES, True),
+    Case(ba_f32.rodrigues_rotate_point_f32, lambda rng, a: f32s(rotation(rng, a), point(rng)), ANGLES, True),
+    Case(ba_f32.project_f32, lambda rng, a: f32s(camera(rng, a), point(rng)), ANGLES, True),
+    Case(ba_f32.reprojection_error_f32,
+         lambda rng, a: f32s(camera(rng, a), point(rng), float(rng.uniform(0.5, 1.5)), vec(rng, 2)), ANGLES, True),
+    Case(ba_f32.ba_objective_f32, lambda rng, s: f32s(*reprojection_args(rng, s)), ((1, 1, 1), (2, 3, 5), (3, 7, 11)),
+         True),
     # gmm: log-likelihood with logsumexp
     Case(gmm.array_sum, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(gmm.array_max, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
@@ -177,6 +195,28 @@ CASES = [
          True),
     Case(ml.softmax_f32, lambda rng, n: (vec(rng, n, -20.0, 20.0).astype(np.float32),),
          VECTOR_SIZES, True),
+    # vision: the GPU application benchmark's stencils, float64 and float32
+    Case(vision.row_sum5, lambda rng, s: (mat(rng, *s), int(rng.integers(-2, s[0] + 2)),
+                                          int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES),
+    Case(vision.box_blur5, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.gaussian_blur5, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.sobel_at, lambda rng, s: (mat(rng, *s), int(rng.integers(-2, s[0] + 2)),
+                                          int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES),
+    Case(vision.sobel_magnitude, lambda rng, s: (mat(rng, *s),), MATRIX_SIZES),
+    Case(vision.pixel_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                           int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.row_sum3_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.row_sum5_f32, lambda rng, s: (mat(rng, *s).astype(np.float32), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    *(Case(k, lambda rng, s: (mat(rng, *s).astype(np.float32),), MATRIX_SIZES, True)
+      for k in (vision.box_blur3_f32, vision.box_blur5_f32, vision.gaussian_blur3_f32, vision.gaussian_blur5_f32)),
+    # eighths, so that Sobel's cancelling sums are exact in float32 (a flat image's 0 stays 0)
+    Case(vision.sobel_at_f32, lambda rng, s: (eighths_f32(mat(rng, *s)), int(rng.integers(-2, s[0] + 2)),
+                                              int(rng.integers(-2, s[1] + 2))), MATRIX_SIZES, True),
+    Case(vision.sobel_magnitude_f32, lambda rng, s: (eighths_f32(mat(rng, *s)),), MATRIX_SIZES, True),
+    Case(vision.softmax_rows_f32, lambda rng, s: (mat(rng, *s, -20.0, 20.0).astype(np.float32),),
+         MATRIX_SIZES, True),
     # iterate: ifold over an array state
     Case(iterate.jacobi_step, lambda rng, n: (vec(rng, n),), VECTOR_SIZES),
     Case(iterate.jacobi, lambda rng, n: (vec(rng, n), n + 2), VECTOR_SIZES),
