@@ -179,6 +179,7 @@ class _OpenCLEmitter(KernelEmitter):
         or one per component of a tuple result); ``status``: the status buffer's name;
         ``failing_before``: the earlier launches that can fail (their elements are tested first)."""
         k = self.k
+        self.global_dims = len(phase.global_size)
         params, args, env = [], [], {}
         for name, ty, _ in k.params:
             cname = self.param_names[name]
@@ -297,7 +298,7 @@ class _OpenCLEmitter(KernelEmitter):
     def _strided_loop(self, c: p.ParFor, env: dict, ranges, start: str = "") -> list[str]:
         """The loop of a parallel ``parfor`` over its work-items, from ``start`` on."""
         level = c.strategy.level
-        dim = self.levels.count(level)
+        dim = self._dimension(level)
         get_id, get_size = _IDS[level]
         i, n, inner, inner_ranges = self._enter(c, env, ranges)
         self.levels.append(level)
@@ -312,6 +313,13 @@ class _OpenCLEmitter(KernelEmitter):
         bound = strip_parentheses(self.cint(n, ranges))
         head = f"for (int64_t {i} = {start}{get_id}({dim}); {i} < {bound}; {i} += {get_size}({dim})) {{"
         return [head] + indent(lines) + ["}"]
+
+    def _dimension(self, level: str) -> int:
+        """The NDRange dimension of a loop at ``level`` inside ``self.levels``: global loops
+        from the innermost, dimension 0 (``hoist_opencl._ndrange``)."""
+        if level == "global":
+            return self.global_dims - 1 - self.levels.count(level)
+        return self.levels.count(level)
 
     def _barrier_after(self, c: p.ParFor, env: dict, ranges) -> list[str]:
         if c.strategy.level == "local":
@@ -350,7 +358,7 @@ class _OpenCLEmitter(KernelEmitter):
         """Iteration v does the elements w·v .. w·v + w - 1 at once; the remainder, n mod w
         elements, runs as scalar code in the same strided loop."""
         w, level = c.width, c.strategy.level
-        dim = self.levels.count(level)
+        dim = self._dimension(level)
         get_id, get_size = _IDS[level]
         i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")

@@ -111,7 +111,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
     phases = []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
-        body = resolve_levels(body, outer)
+        body = resolve_levels(body, outer, sizes if len(list(_loops_at_top(body))) == 1 else None)
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
@@ -296,7 +296,9 @@ def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
     if top.strategy.level == "global":
         dims: list = []
         _global_dims(body, 0, dims)
-        return tuple(_known(n, sizes) for n in dims), None
+        # the innermost loop is dimension 0, whose neighbouring work-items run together
+        # (a warp): its neighbouring elements are neighbours in memory
+        return tuple(_known(n, sizes) for n in reversed(dims)), None
     # a vectorised loop needs one work-item per vector
     widths = [-(-int(lp.size) // lp.strategy.width) for lp in _all_loops(top)
               if level_of(lp) == "local" and sympy.sympify(lp.size).is_Integer]

@@ -56,24 +56,56 @@ def root(ph: p.Phrase) -> str | None:
 # ----------------------------------------------------------------------------- levels
 
 
-def resolve_levels(c: p.Phrase, outer: tuple = ()) -> p.Phrase:
+def resolve_levels(c: p.Phrase, outer: tuple = (), sizes: frozenset | None = None,
+                   nested: p.ParFor | None = None) -> p.Phrase:
     """``c`` with the level of every ``parfor`` decided; ``outer``: the levels of the loops
-    around ``c`` (``("seq",)`` for the body of a sequential OpenCL kernel)."""
+    around ``c`` (``("seq",)`` for the body of a sequential OpenCL kernel); ``sizes``: the
+    kernel's size symbols, where the OpenCL kernel is one loop nest (None: no default loop
+    but the outermost is global); ``nested``: the loop that is all of the enclosing global
+    loop's body (``_nested_loop``)."""
     match c:
         case p.ParFor(strategy=strategy):
-            level = _level(c, outer)
+            level = _level(c, outer, sizes, c is nested)
             s = strategy or Strategy()
             resolved = dataclasses.replace(s, level=level)
-            return dataclasses.replace(c, strategy=resolved, body=resolve_levels(c.body, outer + (level,)))
+            inner = _nested_loop(c.body) if level == "global" else None
+            return dataclasses.replace(c, strategy=resolved, body=resolve_levels(c.body, outer + (level,), sizes, inner))
         case p.For() | p.DoubleBuffer():
-            return p.map_children(lambda ph: resolve_levels(ph, outer + ("seq",)), c)
-    return p.map_children(lambda ph: resolve_levels(ph, outer), c)
+            return p.map_children(lambda ph: resolve_levels(ph, outer + ("seq",), sizes), c)
+    return p.map_children(lambda ph: resolve_levels(ph, outer, sizes, nested), c)
 
 
-def _level(loop: p.ParFor, outer: tuple) -> str:
+def _nested_loop(body: p.Phrase, scalars: frozenset = frozenset()) -> p.ParFor | None:
+    """The parfor that is all of a loop's ``body`` but for private scalars (``scalars``) set
+    without a loop: run by a work-item each, those scalars cost an element what they cost a row,
+    and no two work-items write the same memory."""
+    match body:
+        case p.ParFor():
+            return body
+        case p.New(name, p.Num(), inner):
+            return _nested_loop(inner, scalars | {name})
+        case p.Seq((*first, last)) if all(isinstance(cmd, p.Assign) and root(cmd.acc) in scalars
+                                          and not _has_loop(cmd) for cmd in first):
+            return _nested_loop(last, scalars)
+    return None
+
+
+def _has_loop(c: p.Phrase) -> bool:
+    return isinstance(c, (p.ParFor, p.For, p.DoubleBuffer, p.ParallelReduce)) or any(_has_loop(ph) for ph in p.children(c))
+
+
+def _level(loop: p.ParFor, outer: tuple, sizes: frozenset | None, nested: bool) -> str:
     asked = level_of(loop)
     if asked is None:
-        return "global" if not outer else "seq"
+        # the default strategy: the outermost loop global, and with it (one NDRange dimension
+        # each, three at most) a loop nested in it alone whose size the launch knows, where the
+        # kernel is that one nest (a second loop of its own would run once per work-item of the
+        # other dimensions); the rest sequential
+        if not outer:
+            return "global"
+        if not (nested and sizes is not None and all(o == "global" for o in outer) and len(outer) < 3):
+            return "seq"
+        return "global" if {s.name for s in sympy.sympify(loop.size).free_symbols} <= sizes else "seq"
     inner = outer[-1] if outer else None
     ok = {
         "seq": True,

@@ -239,6 +239,41 @@ def test_default_strategy_sequential_reduction_is_one_work_item():
     assert "get_global_id(0)" in a.source and a.launches[0].local_size is None
 
 
+@fs.kernel
+def scaled_matrix(m: Array[Array[Double]], a: Double) -> Array[Array[Double]]:
+    return fs.build(length(m), lambda i: fs.build(length(m[0]), lambda j: a * m[i][j]))
+
+
+@fs.kernel
+def normalised_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    return fs.build(length(m), lambda i: fs.build(length(m[0]), lambda j: m[i][j] / fs.sqrt(ifold(
+        lambda acc, k: acc + m[i][k] * m[i][k], 1.0, length(m[0])))))
+
+
+def test_default_strategy_maps_a_loop_nest_onto_two_dimensions(context, rng):
+    """A build whose element is a build of a size the launch knows runs one work-item per
+    element, the inner loop on dimension 0 (neighbouring work-items read neighbouring elements)."""
+    a = scaled_matrix.opencl_artifact()
+    assert [tuple(map(str, l.global_size)) for l in a.launches] == [("m_d1", "m_d0")]
+    body = a.source.split("__kernel", 1)[1]
+    assert body.index("get_global_id(1)") < body.index("get_global_id(0)")
+    for shape in ((0, 0), (0, 4), (4, 0), (1, 1), (3, 130), (65, 9)):
+        m = rng.uniform(-1, 1, shape)
+        np.testing.assert_array_equal(scaled_matrix.opencl(m, 1.5, context=context), 1.5 * m)
+        np.testing.assert_array_equal(np.array(scaled_matrix.reference(m, 1.5)).reshape(shape), 1.5 * m)
+
+
+def test_default_strategy_keeps_a_nest_with_work_per_row_one_dimensional(context, rng):
+    """Only a loop nested alone: the sum of a row, before the loop over its elements (licm),
+    would run once per element."""
+    assert [len(l.global_size) for l in normalised_rows.opencl_artifact().launches] == [1]
+    for shape in ((0, 3), (1, 1), (5, 7)):
+        m = rng.uniform(0.5, 1, shape)
+        expected = m / np.sqrt(1 + np.sum(m * m, axis=1, keepdims=True))
+        np.testing.assert_allclose(normalised_rows.opencl(m, context=context), expected, rtol=1e-13)
+        np.testing.assert_allclose(np.array(normalised_rows.reference(m)).reshape(shape), expected, rtol=1e-13)
+
+
 def test_cli_compile_target_opencl(tmp_path):
     from fsmooth.cli import main
 
