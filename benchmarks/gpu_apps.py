@@ -495,7 +495,14 @@ class Progress:
 
 
 def _configure_torch() -> None:
-    """Room for one compiled graph per shape and dtype of each function (``dynamic=False``)."""
+    """float32 as IEEE single precision, as fsmooth's Float is (no TF32 in cuDNN's convolutions
+    or cuBLAS's products, which PyTorch allows by default: their results miss the float32
+    tolerance), and room for one compiled graph per shape and dtype of each function
+    (``dynamic=False``)."""
+    import torch
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     try:
         import torch._dynamo
     except ImportError:
