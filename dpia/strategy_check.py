@@ -44,6 +44,7 @@ PARALLEL = ("global", "workgroup", "local")
 # intermediates of geometry (3-vectors, cross products, 3×3 and 4×4 matrices: 24 to 128 bytes)
 # with room to spare and leaves larger arrays in a global buffer.
 PRIVATE_BYTES_LIMIT = 512
+
 _WHAT = {"global": "build_global", "workgroup": "build_workgroup", "local": "build_local",
          "seq": "a sequential loop"}
 
@@ -114,7 +115,7 @@ def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
     the only memory that outlives a kernel."""
     writers: dict = {}  # region -> [(ParFor, levels around the region's declaration)]
     declared: dict = {}  # region -> (levels around its ``new``, its data)
-    foreign: set = set()  # regions passed to a foreign function (its arrays are in global memory)
+    foreign: set = set()  # regions a foreign function writes or reads (its arrays are in global memory)
     _collect(c, outer, regions, writers, declared, foreign)
     spaces = {}
     for region in regions:
@@ -156,10 +157,10 @@ def private_by_default(data: p.Data, around: tuple, writers: list) -> bool:
     work-item's own, not shared by the work-items of a group (or of a launch)."""
     count = sympy.sympify(p.elements(data))
     return (count.is_Integer and int(count) * _element_bytes(data) <= PRIVATE_BYTES_LIMIT
-            and not any(level_of(lp) in PARALLEL for lp in writers) and _one_work_items(around))
+            and not any(level_of(lp) in PARALLEL for lp in writers) and _owned_by_one_work_item(around))
 
 
-def _one_work_items(around: tuple) -> bool:
+def _owned_by_one_work_item(around: tuple) -> bool:
     """Whether storage declared inside loops of the levels ``around`` belongs to one work-item:
     inside a global or local loop (an iteration is one work-item's) or anywhere in a sequential
     kernel (``around`` starts with its ``("seq",)``); not in a work-group outside its local loops,
@@ -194,8 +195,6 @@ def _collect(c: p.Phrase, outer: tuple, regions: frozenset, writers: dict, decla
             return
         case p.CallCmd(fn, out, args) if isinstance(fn, Foreign):
             foreign |= {root(ph) for ph in (out, *args) if isinstance(p.data_of(ph), p.Arr)} & regions
-        case p.ScalarOp(op, args) if isinstance(op, Foreign):
-            foreign |= {root(ph) for ph in args if isinstance(p.data_of(ph), p.Arr)} & regions
     for ph in p.children(c):
         _collect(ph, outer, regions, writers, declared, foreign)
 

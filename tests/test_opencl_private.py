@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 import sympy
 
 import fsmooth as fs
