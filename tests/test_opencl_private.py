@@ -68,6 +68,18 @@ def damped_rows(x: Array[Array[Double]], steps: fs.Card) -> Array[Array[Double]]
 
 
 @fs.kernel
+def products_of_powers(v: Array[Double]) -> Double:
+    return v[0] * v[1] + v[2] * v[0]
+
+
+@fs.kernel
+def vectorised_powers(x: Array[Double]) -> Array[Double]:
+    # vectorised: the lanes' 3-vectors, each a private array, are made lane by lane
+    return fs.vectorize(4, fs.build_global(length(x), lambda i: products_of_powers(
+        build(3, lambda k: fs.exp(x[i] * (k + 1.0))))))
+
+
+@fs.kernel
 def spread_64(row: Array[Double]) -> Double:
     w = build(64, lambda k: fs.exp(row[k % length(row)] / (k + 1.0)))  # 512 bytes: the limit
     return ifold(lambda acc, k: acc + w[k] * w[63 - k], 0.0, 64)
@@ -131,6 +143,11 @@ def np_damped_rows(x, steps):
     return np.array(out).reshape(len(x), 3)
 
 
+def np_vectorised_powers(x):
+    e = np.exp(np.outer(x, [1.0, 2.0, 3.0]))
+    return e[:, 0] * e[:, 1] + e[:, 2] * e[:, 0]
+
+
 def np_spreads(x):
     def spread(row, n):
         w = np.exp(row[np.arange(n) % len(row)] / (np.arange(n) + 1.0))
@@ -176,6 +193,9 @@ def test_small_intermediates_are_private_arrays_not_buffers():
     # an ifold's 3-vector state: the init and the two buffers it swaps
     damped_artifact = damped_rows.opencl_artifact()
     assert _temp_counts(damped_artifact) == [] and _private_arrays(damped_artifact.source) == [3, 3, 3]
+    # four lanes, then the scalar loop of the last n mod 4 elements
+    assert _temp_counts(vectorised_powers.opencl_artifact()) == []
+    assert _private_arrays(vectorised_powers.opencl_artifact().source) == [3] * 5
 
 
 def test_ba_objective_keeps_its_vectors_private(monkeypatch):
@@ -228,6 +248,7 @@ def test_private_intermediates_on_intel_cpu(intel_cpu_context, rng):
         _check(rotated_rows, np_rotated_rows, (x, t), run)
         _check(rotated_rows_in_global, np_rotated_rows, (x, t), run)
         _check(damped_rows, np_damped_rows, (x, 5), run)
+        _check(vectorised_powers, np_vectorised_powers, (t,), run)
         _check(spreads, np_spreads, (x,), run)
         _check(convolved_rows, np_convolved_rows, (x, rng.uniform(-1, 1, 2)), run)
         _check(group_rows, np_group_rows, (rng.uniform(-1, 1, (n, 9)),), run)
