@@ -17,8 +17,10 @@ work-item kernel and a temp buffer would cost a launch.
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
 their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
-iteration of the enclosing local loops (one work-group holds one).  Private arrays stay in the
-kernel (``T x[n]``); scalars are private variables.
+iteration of the enclosing local loops (one work-group holds one).  Private arrays (``to_private``,
+and the small ones a work-item computes for itself where the program says nothing:
+``strategy_check.private_by_default``) stay in the kernel (``T x[n]``); scalars are private
+variables.
 
 Launch sizes (sympy over the size symbols).  Global loops are strided (``for (i = gid; i < n;
 i += gsize)``), so any NDRange is correct; the kernel runs one work-item per iteration of the

@@ -10,11 +10,14 @@ in between is fine: its bounds are the same for the whole group), and nothing pa
 a sequential kernel or a local loop.
 
 Address spaces.  A region (an array intermediate, DPS's ``alloc``) lives where the build that
-writes it says (``to_global``/``to_local``/``to_private``).  Unsaid, it is global, unless its
-writer is a parallel build that the program mapped explicitly: then the program must say where
-the value goes (Shine: a ``mapLocal`` whose result is stored needs ``toLocal``/``toGlobal``).
-Local memory exists only inside a work-group; private memory cannot be written by a parallel
-loop (each work-item has its own copy) and must have a size known when compiling.
+writes it says (``to_global``/``to_local``/``to_private``).  Unsaid, it is private where it is
+small and one work-item's own (``private_by_default``: a 3-vector or a 2×2 matrix that a
+work-item computes and reads itself is ``double v[3];``, not a hoisted global buffer with one slice
+per work-item), else global, unless its writer is a parallel build that the program mapped
+explicitly: then the program must say where the value goes (Shine: a ``mapLocal`` whose result is
+stored needs ``toLocal``/``toGlobal``).  Local memory exists only inside a work-group; private
+memory cannot be written by a parallel loop (each work-item has its own copy) and must have a size
+known when compiling.
 
 Races.  A parallel ``parfor`` body must be passive: it writes its own element (``out``) and
 storage declared inside it, nothing else.
@@ -26,11 +29,22 @@ import dataclasses
 import sympy
 
 from fsmooth.errors import CompileError
+from fsmooth.foreign import Foreign
 from fsmooth.strategies import Strategy
+from fsmooth.types import BYTES, Index
 
 from . import phrases as p
 
 PARALLEL = ("global", "workgroup", "local")
+
+# The largest array, in bytes, that the default strategy keeps in a work-item's private memory.
+# Private memory is registers: a GPU work-item has about 1 KiB of them (255 32-bit registers on
+# NVIDIA, 256 VGPRs on AMD), which its scalars need too, and a private array beyond them spills
+# to per-work-item memory that costs occupancy.  512 bytes (64 doubles) takes the fixed-size
+# intermediates of geometry (3-vectors, cross products, 3×3 and 4×4 matrices: 24 to 128 bytes)
+# with room to spare and leaves larger arrays in a global buffer.
+PRIVATE_BYTES_LIMIT = 512
+
 _WHAT = {"global": "build_global", "workgroup": "build_workgroup", "local": "build_local",
          "seq": "a sequential loop"}
 
@@ -128,10 +142,13 @@ def _level(loop: p.ParFor, outer: tuple, sizes: frozenset | None, nested: bool) 
 
 def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
     """The address space of each region in ``regions`` (names of array ``new``s) that ``c``
-    writes, checked against where it is declared and who writes it."""
+    writes, checked against where it is declared and who writes it.  A region declared outside
+    ``c`` is one that several OpenCL kernels share (``dpia.hoist_opencl``): unsaid, it is global,
+    the only memory that outlives a kernel."""
     writers: dict = {}  # region -> [(ParFor, levels around the region's declaration)]
-    declared: dict = {}  # region -> levels around its ``new``
-    _collect(c, outer, regions, writers, declared)
+    declared: dict = {}  # region -> (levels around its ``new``, its data)
+    foreign: set = set()  # regions a foreign function writes or reads (its arrays are in global memory)
+    _collect(c, outer, regions, writers, declared, foreign)
     spaces = {}
     for region in regions:
         loops = writers.get(region, [])
@@ -140,6 +157,7 @@ def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
             raise CompileError(f"the intermediate written by these builds is given two address spaces "
                                f"({', '.join(sorted(said))})", _loc(loops[0]))
         space = said.pop() if said else None
+        around, data = declared.get(region, (outer, None))  # data None: declared outside c
         if space is None:
             mapped = [lp for lp in loops if level_of(lp) in PARALLEL and lp.strategy.loc is not None]
             if mapped:
@@ -147,8 +165,8 @@ def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
                                    f"its address space is missing: wrap it in to_global(...) or "
                                    f"to_local(...) (Rd/Wr: a value written to memory needs a place)",
                                    _loc(mapped[0]))
-            space = "global"
-        around = declared.get(region, outer)
+            private = data is not None and region not in foreign and private_by_default(data, around, loops)
+            space = "private" if private else "global"
         first = loops[0] if loops else None
         if space == "local" and "workgroup" not in around:
             raise CompileError("to_local outside a work-group: local memory belongs to one work-group, "
@@ -164,23 +182,53 @@ def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
     return spaces
 
 
-def _collect(c: p.Phrase, outer: tuple, regions: frozenset, writers: dict, declared: dict):
+def private_by_default(data: p.Data, around: tuple, writers: list) -> bool:
+    """Whether the default strategy keeps a region of ``data``, declared inside loops of the
+    levels ``around`` and written by the loops ``writers``, in private memory: its size is known
+    when compiling and at most ``PRIVATE_BYTES_LIMIT``, no parallel loop writes it, and it is one
+    work-item's own, not shared by the work-items of a group (or of a launch)."""
+    count = sympy.sympify(p.elements(data))
+    return (count.is_Integer and int(count) * _element_bytes(data) <= PRIVATE_BYTES_LIMIT
+            and not any(level_of(lp) in PARALLEL for lp in writers) and _owned_by_one_work_item(around))
+
+
+def _owned_by_one_work_item(around: tuple) -> bool:
+    """Whether storage declared inside loops of the levels ``around`` belongs to one work-item:
+    inside a global or local loop (an iteration is one work-item's) or anywhere in a sequential
+    kernel (``around`` starts with its ``("seq",)``); not in a work-group outside its local loops,
+    where the group shares it, nor at the top of a parallel kernel, outside its loop."""
+    parallel = [level for level in around if level in PARALLEL]
+    return parallel[-1] in ("global", "local") if parallel else around[:1] == ("seq",)
+
+
+def _element_bytes(data: p.Data) -> int:
+    match data:
+        case p.Arr(_, elem):
+            return _element_bytes(elem)
+        case p.IdxT():
+            return BYTES[Index]
+    return BYTES[p.scalar_of(data)]
+
+
+def _collect(c: p.Phrase, outer: tuple, regions: frozenset, writers: dict, declared: dict, foreign: set):
     match c:
-        case p.New(name) if name in regions:
-            declared[name] = outer
+        case p.New(name, data) if name in regions:
+            declared[name] = (outer, data)
         case p.ParFor(acc=acc):
             r = root(acc)
             if r in regions:
                 writers.setdefault(r, []).append(c)
             for ph in p.children(c):
-                _collect(ph, outer + (level_of(c) or "seq",), regions, writers, declared)
+                _collect(ph, outer + (level_of(c) or "seq",), regions, writers, declared, foreign)
             return
         case p.For() | p.DoubleBuffer():
             for ph in p.children(c):
-                _collect(ph, outer + ("seq",), regions, writers, declared)
+                _collect(ph, outer + ("seq",), regions, writers, declared, foreign)
             return
+        case p.CallCmd(fn, out, args) if isinstance(fn, Foreign):
+            foreign |= {root(ph) for ph in (out, *args) if isinstance(p.data_of(ph), p.Arr)} & regions
     for ph in p.children(c):
-        _collect(ph, outer, regions, writers, declared)
+        _collect(ph, outer, regions, writers, declared, foreign)
 
 
 def private_count(data: p.Data, loc=None) -> int:

@@ -23,7 +23,8 @@ lanes cannot do together (a data-dependent read, a read that is not contiguous) 
 lane, with its checks, so the result is always the build's.
 
 A program with no annotations gets the default strategy: its outermost builds global, the
-ones inside sequential, array intermediates in global memory, scalars private.  Index
+ones inside sequential, scalars private, array intermediates private where they are one
+work-item's own and small (``dpia.strategy_check.private_by_default``), else in global memory.  Index
 arithmetic takes the place of split/join: ``build_workgroup(g, lambda w: build_local(l,
 lambda t: ... x[w * l + t] ...))`` is ``mapWorkgroup(mapLocal(...)) ∘ split l``.
 """
