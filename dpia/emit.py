@@ -399,6 +399,11 @@ class KernelEmitter:
         and dims (an array) or its value."""
         texts = [self.call_address(fn, p.proj_path(out, path), True, env, ranges, checks)
                  for path, _ in p.record_leaves(p.data_of(out))]
+        return texts + self.argument_texts(fn, args, env, ranges, checks)
+
+    def argument_texts(self, fn, args, env, ranges: Ranges, checks: list) -> list[str]:
+        """Per argument of a call of ``fn``, its address and dims (an array) or its value."""
+        texts = []
         for a in args:
             data = p.data_of(a)
             if isinstance(data, p.Arr):
@@ -418,6 +423,8 @@ class KernelEmitter:
                 return c_literal(value, s)
             case p.NatExp(value):
                 return self.checked_size(self.rename(value, env), ranges, checks)
+            case p.ScalarOp(op, args) if not isinstance(op, str):  # a foreign function's scalar result
+                return f"{op.c_name}({', '.join(self.argument_texts(op, args, env, ranges, checks))})"
             case p.ScalarOp(op, args):
                 texts = [self.exp(a, env, ranges, checks) for a in args]
                 if paths.divides_unchecked(ph):

@@ -126,6 +126,26 @@ def outer(a: Array[Double], b: Array[Double], scale: Double) -> Array[Array[Doub
     return scale * np.outer(a, b)
 
 
+NORM_SOURCE = """
+double norm2(const double *x, int64_t x_d0) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < x_d0; i++) sum += x[i] * x[i];
+    return sqrt(sum);
+}
+"""
+
+
+@fs.foreign(c_source=NORM_SOURCE, opencl_source=NORM_SOURCE.replace("const double", "__global const double"))
+def norm2(x: Array[Double]) -> Double:
+    """The Euclidean norm of ``x``: a scalar result of an array argument."""
+    return float(np.sqrt(np.dot(x, x))) if len(x) else 0.0
+
+
+@fs.kernel
+def row_norms(image: Array[Array[Double]]) -> Array[Double]:
+    return build(length(image), lambda r: norm2(image[r]))
+
+
 @fs.kernel
 def lookup_plus(table: Array[Double], idx: Array[Index], bias: Double) -> Array[Double]:
     v = lookup(table, idx)

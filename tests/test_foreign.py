@@ -370,6 +370,16 @@ def test_a_foreign_array_result_in_a_sequential_opencl_kernel(opencl_context):
     assert [launch.global_size for launch in launches] == [(1,)]
 
 
+def test_a_scalar_result_of_array_arguments_through_c_and_opencl(opencl_context, rng):
+    """``norm2(image[r])``: the row passed as its address and length, the value returned."""
+    for rows, cols in ((0, 3), (1, 0), (1, 1), (5, 7), (300, 33)):
+        image = rng.uniform(-1, 1, (rows, cols))
+        expected = np.sqrt(np.sum(image * image, axis=1))
+        np.testing.assert_allclose(fk.row_norms(image), expected, rtol=1e-13)
+        np.testing.assert_allclose(fk.row_norms.opencl(image, context=opencl_context), expected, rtol=1e-13)
+        np.testing.assert_allclose(np.array(fk.row_norms.reference(image)).reshape(rows), expected, rtol=1e-13)
+
+
 @fs.kernel
 def convolve_row(image: Array[Array[Double]], r: Index, k: Array[Double]) -> Array[Double]:
     return fk.convolve(image[r], k)
