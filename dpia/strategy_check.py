@@ -3,7 +3,9 @@ rule): every ``parfor`` gets its level, every region its address space, and what
 run is a located ``CompileError``.
 
 Levels.  A ``parfor`` whose build named no level gets the default strategy: global where it is
-the outermost loop of an OpenCL kernel, sequential inside anything.  A named level must nest as
+the outermost loop of an OpenCL kernel, or all of a global loop's body but for private scalars,
+with a size the launch knows and not a constant below ``NESTED_GLOBAL_MIN`` (``_level``);
+sequential inside anything else.  A named level must nest as
 OpenCL's hierarchy does: global only inside global (one NDRange dimension per level, three at
 most), workgroup only at the top of a kernel, local only inside a workgroup (a sequential loop
 in between is fine: its bounds are the same for the whole group), and nothing parallel inside
@@ -36,6 +38,7 @@ from fsmooth.types import BYTES, Index
 from . import phrases as p
 
 PARALLEL = ("global", "workgroup", "local")
+NESTED_GLOBAL_MIN = 32  # the least constant size of a nested loop the default strategy makes global
 
 # The largest array, in bytes, that the default strategy keeps in a work-item's private memory.
 # Private memory is registers: a GPU work-item has about 1 KiB of them (255 32-bit registers on
@@ -117,9 +120,14 @@ def _level(loop: p.ParFor, outer: tuple, sizes: frozenset | None, nested: bool) 
         # other dimensions); the rest sequential
         if not outer:
             return "global"
+        size = sympy.sympify(loop.size)
         if not (nested and sizes is not None and all(o == "global" for o in outer) and len(outer) < 3):
             return "seq"
-        return "global" if {s.name for s in sympy.sympify(loop.size).free_symbols} <= sizes else "seq"
+        if size.is_number:
+            # fewer elements than a warp add little parallelism, and multiply the buffers of
+            # whatever each element stores
+            return "global" if size >= NESTED_GLOBAL_MIN else "seq"
+        return "global" if {s.name for s in size.free_symbols} <= sizes else "seq"
     inner = outer[-1] if outer else None
     ok = {
         "seq": True,

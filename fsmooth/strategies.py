@@ -22,8 +22,9 @@ guard on the element's index runs the branch together where it holds for all 4. 
 lanes cannot do together (a data-dependent read, a read that is not contiguous) runs lane by
 lane, with its checks, so the result is always the build's.
 
-A program with no annotations gets the default strategy: its outermost builds global, the
-ones inside sequential, scalars private, array intermediates private where they are one
+A program with no annotations gets the default strategy (``dpia.strategy_check``): its
+outermost builds global, and with them a build nested alone in one (an image's columns) where
+the launch knows its size, the other ones inside sequential, scalars private, array intermediates private where they are one
 work-item's own and small (``dpia.strategy_check.private_by_default``), else in global memory.  Index
 arithmetic takes the place of split/join: ``build_workgroup(g, lambda w: build_local(l,
 lambda t: ... x[w * l + t] ...))`` is ``mapWorkgroup(mapLocal(...)) ∘ split l``.
