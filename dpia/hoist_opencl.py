@@ -84,7 +84,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
     sizes = frozenset(s.name for s in k.sizes)
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
-    news, leaves = _spine(k.body)
+    news, leaves = _spine(_forms(k.body))
     integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
     lets = _recomputed_lets(news, leaves, integer_params)
     groups = _phases([leaf for leaf in leaves if not any(leaf is let for let in lets.values())])
@@ -157,11 +157,25 @@ def _spine(body: p.Phrase):
     return news, leaves
 
 
+def _forms(c: p.Phrase, top: bool = True) -> p.Phrase:
+    """``c`` with each ``TopLevel`` in its parallel form where it is a top-level command (under
+    ``seq``s and ``new``s only), in its sequential form elsewhere (``dpia.scan_opencl``)."""
+    match c:
+        case p.TopLevel(parallel, sequential):
+            return _forms(parallel, True) if top else _forms(sequential, False)
+        case p.Seq(cmds) if top:
+            return p.seq(*(_forms(cmd, True) for cmd in cmds))
+        case p.New(body=body) if top:
+            return replace(c, body=_forms(body, True))
+    return p.map_children(lambda ph: _forms(ph, False), c)
+
+
 def _phases(leaves: list):
     """The kernels, as (sequential, commands), of the top-level commands ``leaves``."""
     groups: list = []
     for leaf in leaves:
-        sequential = not (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL))
+        sequential = not (isinstance(leaf, p.GroupScan)
+                          or (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL)))
         if sequential and groups and groups[-1][0]:
             groups[-1][1].append(leaf)
         else:
@@ -283,6 +297,12 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
+        case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
+            for local in (*tiles, *sums):
+                data = local.type.data
+                buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
+                buffers[buf.name] = buf
+                c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
     return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
 
 
@@ -292,6 +312,9 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
 def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
     if sequential:
         return (sympy.Integer(1),), (sympy.Integer(1),)
+    scan = next((c for c in p.walk(body) if isinstance(c, p.GroupScan)), None)
+    if scan is not None:
+        return (_known(scan.groups, sizes) * scan.local,), (sympy.Integer(scan.local),)
     top = next(_loops_at_top(body))
     if top.strategy.level == "global":
         dims: list = []
