@@ -29,7 +29,7 @@ known size (at most ``MAX_LOCAL``; ``DEFAULT_LOCAL`` when none is known).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import sympy
 
@@ -107,7 +107,14 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
                                        f"only global memory outlives a kernel")
             buf = _buffer(names, new.name, "temp", new.data, sympy.Integer(1), sizes)
             buffers[buf.name] = buf
-            bodies = [_substitute(b, new.name, *_views(buf, new.data, sympy.Integer(0))) for b in bodies]
+            acc, exp = _views(buf, new.data, sympy.Integer(0))
+            for j in users:
+                if new.name in _size_names(bodies[j]) and not _writes_to(bodies[j], new.name):
+                    # a size of that kernel (a filter's kept length, counting a loop): a copy of
+                    # the buffer's value under its name, which the sizes then name
+                    bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
+                else:
+                    bodies[j] = _substitute(bodies[j], new.name, acc, exp)
     phases = []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
@@ -227,6 +234,24 @@ def _news(c: p.Phrase):
         yield c
     for ph in p.children(c):
         yield from _news(ph)
+
+
+def _size_names(c: p.Phrase) -> set:
+    """The symbols of the sizes in ``c`` (its phrases' sympy fields and data types)."""
+    def of(value) -> set:
+        match value:
+            case sympy.Basic():
+                return {s.name for s in value.free_symbols}
+            case p.Arr(size, elem):
+                return of(size) | of(elem)
+            case p.IdxT(size):
+                return of(size)
+            case p.Rec(items) | tuple(items):
+                return set().union(*map(of, items))
+            case p.ExpT(data) | p.AccT(data):
+                return of(data)
+        return set()
+    return set().union(*(of(getattr(node, f.name)) for node in p.walk(c) for f in fields(node)))
 
 
 def free_identifiers(c: p.Phrase) -> set:
