@@ -767,8 +767,9 @@ def _bound(ph: Phrase) -> set:
             return {index}
         case ParFor(index=index, out=out):
             return {index, out}
-        case GroupScan(group=group, index=index, state=state, item=item):
-            return {group, index, state, item}
+        case GroupScan(group=group, index=index, state=state, item=item, tiles=tiles, sums=sums):
+            # and its local arrays, until dpia.hoist_opencl makes them buffers
+            return {group, index, state, item} | {x.name for x in (*tiles, *sums) if isinstance(x, Ident)}
         case DoubleBuffer(index=index, state=state, out=out):
             return {index, state, out}
     return set()

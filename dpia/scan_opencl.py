@@ -50,8 +50,9 @@ from .index_paths import RecordVariable, ScalarVariable, index_symbol
 
 LOCAL = 256  # work-items of a group
 MAX_GROUPS = 1024  # of the reduce and down launches: the partials launch scans at most this many
-ELEMENTS_PER_ITEM = 8  # of a tile, per work-item, for a one-leaf state: fewer for more leaves
-MAX_LEAVES = 4  # a larger record state stays sequential: its tiles would fill local memory
+TILE_BYTES = 16384  # of a tile's elements in local memory: 16 floats or 8 doubles per work-item
+BANKS = 32  # local memory banks: a tile has one unused slot after every 32, so that the work-items'
+#             runs (a stride of ``width`` slots) fall in different banks
 
 _FENCE = "barrier(CLK_LOCAL_MEM_FENCE);"
 
@@ -62,7 +63,7 @@ def parallel_scan(t, e: p.Scan, a: p.Phrase, sequential: p.Phrase) -> p.Phrase:
     private scalars."""
     fold = e.fold
     leaves = p.record_leaves(fold.data)
-    if not e.monoids or len(leaves) > MAX_LEAVES:
+    if not e.monoids or _width(fold.data) == 0:  # a large record: its tiles would fill local memory
         return sequential
     n = sympy.sympify(p.data_of(p.proj_path(a, leaves[0][0])).size)
 
@@ -110,7 +111,7 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
     ``write(state, item, index)``: stores a state; ``kept(state)``: what the partials launch does
     with the total (a filter's kept length)."""
     leaves = p.record_leaves(data)
-    width = max(1, ELEMENTS_PER_ITEM // len(leaves))
+    width = _width(data)
     groups = sympy.Min(sympy.ceiling(n / (LOCAL * width)), MAX_GROUPS)
     partials = [t.names.fresh("partials") for _ in leaves]
     offsets = [t.names.fresh("offsets") for _ in leaves]
@@ -130,7 +131,8 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
         group, state, item = t.names.fresh("group"), t.names.fresh("state"), t.names.fresh("item")
         g = p.Ident(group, p.ExpT(p.IdxT(groups_)))
         state_exp, item_exp = p.Ident(state, p.ExpT(data)), p.Ident(item, p.ExpT(data))
-        tiles = tuple(p.Ident(t.names.fresh("tile"), p.AccT(p.Arr(sympy.Integer(LOCAL * width), leaf)))
+        slots = LOCAL * width + LOCAL * width // BANKS
+        tiles = tuple(p.Ident(t.names.fresh("tile"), p.AccT(p.Arr(sympy.Integer(slots), leaf)))
                       for _, leaf in leaves)
         sums = tuple(p.Ident(t.names.fresh("runs"), p.AccT(p.Arr(sympy.Integer(LOCAL), leaf))) for _, leaf in leaves)
         return p.GroupScan(count, groups_, group, index_, data, monoids, state, item,
@@ -157,6 +159,12 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
     for name, (_, leaf) in reversed(list(zip(partials + offsets, leaves + leaves))):
         body = p.New(name, p.Arr(groups, leaf), body)
     return body
+
+
+def _width(data: p.Data) -> int:
+    """Elements per work-item of a tile of states ``data`` (0: too large a state)."""
+    state_bytes = sum(4 if p.scalar_of(leaf).name == "Float" else 8 for _, leaf in p.record_leaves(data))
+    return TILE_BYTES // (LOCAL * state_bytes)
 
 
 def _record(data: p.Data, by_path: dict, path: tuple = ()) -> p.Phrase:
@@ -206,6 +214,10 @@ def emit_group_scan(em, c: p.GroupScan, env: dict, ranges) -> list[str]:
         """``template`` per leaf, formatted with the leaf's entry of each column."""
         return [template.format(*row) for row in zip(*columns)]
 
+    def slot(e: str) -> str:
+        """The tile's slot of element ``e`` (its padding: ``BANKS``)."""
+        return f"{e} + ({e}) / {BANKS}"
+
     fresh = em.namer.fresh
     tiles = [em._binding(x, env, ranges).cname for x in c.tiles]
     runs = [em._binding(x, env, ranges).cname for x in c.sums]
@@ -231,46 +243,55 @@ def emit_group_scan(em, c: p.GroupScan, env: dict, ranges) -> list[str]:
     body = [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{",
             f"    const int64_t {i} = {base} + {j} * {local} + {lid};"]
     body += indent(item_decl + [f"if ({i} < {hi}) {{"] + indent(element) + ["}"]
-                   + each(f"{{}}[{j} * {local} + {lid}] = {{}};", tiles, item)) + ["}", _FENCE]
+                   + each(f"{{}}[{slot(f'{j} * {local} + {lid}')}] = {{}};", tiles, item)) + ["}", _FENCE]
     # 2. each work-item's run of `width` consecutive elements, folded; the runs scanned
     run, run_decl = declare("run", identities)
     body += run_decl + [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{"]
-    body += indent([f"{r} = {combine(k, r, f'{x}[{lid} * {width} + {j}]')};" for k, (r, x) in enumerate(zip(run, tiles))])
+    at = slot(f"{lid} * {width} + {j}")
+    body += indent([f"{r} = {combine(k, r, f'{x}[{at}]')};" for k, (r, x) in enumerate(zip(run, tiles))])
     body += ["}"] + each(f"{{}}[{lid}] = {{}};", runs, run) + [_FENCE]
-    before, before_decl = declare("before", identities)
-    body += [f"for (int64_t {d} = 1; {d} < {local}; {d} *= 2) {{"]
-    body += indent(before_decl + each(f"if ({lid} >= {d}) {{}} = {{}}[{lid} - {d}];", before, runs) + [_FENCE]
-                   + [f"if ({lid} >= {d}) {{"]
-                   + indent([f"{x}[{lid}] = {combine(k, b, f'{x}[{lid}]')};" for k, (b, x) in enumerate(zip(before, runs))])
-                   + ["}", _FENCE])
-    body += ["}"]
+    scanning = not isinstance(c.write, p.Skip)
+    if scanning:  # Hillis–Steele: after the step of d, runs[l] combines the runs l - 2d + 1 .. l
+        before, before_decl = declare("before", identities)
+        body += [f"for (int64_t {d} = 1; {d} < {local}; {d} *= 2) {{"]
+        body += indent(before_decl + each(f"if ({lid} >= {d}) {{}} = {{}}[{lid} - {d}];", before, runs) + [_FENCE]
+                       + [f"if ({lid} >= {d}) {{"]
+                       + indent([f"{x}[{lid}] = {combine(k, b, f'{x}[{lid}]')};" for k, (b, x) in enumerate(zip(before, runs))])
+                       + ["}", _FENCE])
+        body += ["}"]
+    else:  # only the total, by a tree that keeps the order: runs[l] combines the runs l .. l + 2d - 1
+        body += [f"for (int64_t {d} = 1; {d} < {local}; {d} *= 2) {{"]
+        body += indent([f"if ({lid} % (2 * {d}) == 0) {{"]
+                       + indent([f"{x}[{lid}] = {combine(k, f'{x}[{lid}]', f'{x}[{lid} + {d}]')};" for k, x in enumerate(runs)])
+                       + ["}", _FENCE])
+        body += ["}"]
     # 3. each run scanned again from the state before it, the states written
-    if not isinstance(c.write, p.Skip):
+    if scanning:
         prefix, prefix_decl = declare("prefix", state)
         body += prefix_decl + [f"if ({lid} > 0) {{"]
         body += indent([f"{q} = {combine(k, q, f'{x}[{lid} - 1]')};" for k, (q, x) in enumerate(zip(prefix, runs))])
         body += ["}"]
-        at = f"{lid} * {width} + {j}"
         if c.exclusive:  # the state before each element, with the element: written from the run
             mine, mine_decl = declare(c.item, [f"{x}[{at}]" for x in tiles])
             write_env = {**element_env, c.state: variables(prefix), c.item: variables(mine)}
             write = em._with_scoped_exit(lambda: em.comm(c.write, write_env, element_ranges))
             body += [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{",
-                     f"    const int64_t {i} = {base} + {at};"]
+                     f"    const int64_t {i} = {base} + {lid} * {width} + {j};"]
             body += indent(mine_decl + [f"if ({i} < {hi}) {{"] + indent(write) + ["}"]
                            + [f"{q} = {combine(k, q, x)};" for k, (q, x) in enumerate(zip(prefix, mine))]) + ["}"]
         else:  # the states back into the tile, then written as the elements were read
             body += [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{"]
             body += indent([f"{q} = {combine(k, q, f'{x}[{at}]')};" for k, (q, x) in enumerate(zip(prefix, tiles))]
                            + each(f"{{}}[{at}] = {{}};", tiles, prefix)) + ["}", _FENCE]
-            written, written_decl = declare("written", [f"{x}[{j} * {local} + {lid}]" for x in tiles])
+            written, written_decl = declare("written", [f"{x}[{slot(f'{j} * {local} + {lid}')}]" for x in tiles])
             write_env = {**element_env, c.state: variables(written)}
             write = em._with_scoped_exit(lambda: em.comm(c.write, write_env, element_ranges))
             body += [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{",
                      f"    const int64_t {i} = {base} + {j} * {local} + {lid};"]
             body += indent([f"if ({i} < {hi}) {{"] + indent(written_decl + write) + ["}"]) + ["}"]
     # the state after the tile; no work-item writes the tile or the runs before all have read them
-    body += [f"{s} = {combine(k, s, f'{x}[{local - 1}]')};" for k, (s, x) in enumerate(zip(state, runs))] + [_FENCE]
+    last = local - 1 if scanning else 0
+    body += [f"{s} = {combine(k, s, f'{x}[{last}]')};" for k, (s, x) in enumerate(zip(state, runs))] + [_FENCE]
     lines += [f"for (int64_t {base} = {lo}; {base} < {hi}; {base} += {tile}) {{"] + indent(body) + ["}"]
     total = em._with_scoped_exit(lambda: em.comm(c.total, state_env, group_ranges))
     if total:

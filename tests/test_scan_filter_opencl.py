@@ -65,6 +65,31 @@ def test_scans_against_numpy_and_the_reference(rng):
             np.testing.assert_allclose(sf.cumulative_sum.opencl(v), sf.cumulative_sum.reference(v), rtol=1e-12)
 
 
+@fs.kernel
+def gathered_cumsum(v: Array[Double], at: Array[Index]) -> Array[Double]:
+    """A data-dependent read in the element: checked on the device, in every launch."""
+    return iscan(lambda s, i: s + v[at[i]], 0.0, length(at))
+
+
+@fs.kernel
+def keep_below_next(v: Array[Double], at: Array[Index]) -> Array[Double]:
+    return fs.filter(lambda x: x < v[at[0]], v)
+
+
+def test_an_index_out_of_range_in_the_element_is_an_index_error(rng):
+    v = rng.uniform(-1.0, 1.0, 5000)
+    at = rng.integers(0, 5000, 7000)
+    np.testing.assert_allclose(gathered_cumsum.opencl(v, at), np.cumsum(v[at]), rtol=1e-9, atol=1e-9)
+    for bad in (0, 4000, 6999):  # in the first, a middle and the last group's chunk
+        wrong = at.copy()
+        wrong[bad] = 5000
+        with pytest.raises(IndexError):
+            gathered_cumsum.opencl(v, wrong)
+    np.testing.assert_array_equal(keep_below_next.opencl(v, at), v[v < v[at[0]]])
+    with pytest.raises(IndexError):
+        keep_below_next.opencl(v, np.array([-1]))
+
+
 def test_large_scans(rng):
     v = rng.uniform(-1.0, 1.0, MI + 3)
     np.testing.assert_allclose(sf.cumulative_sum.opencl(v), np.cumsum(v), rtol=1e-9, atol=1e-8)
@@ -109,7 +134,8 @@ def test_a_large_scan_or_filter_runs_on_many_work_groups(kernel):
     reduce_, partials, down = launches[:3]
     assert [int(x.local_size[0]) for x in (reduce_, partials, down)] == [LOCAL] * 3
     assert _groups(reduce_, 16 * MI) == _groups(down, 16 * MI) == MAX_GROUPS
-    assert _groups(reduce_, 5 * 2048) in (5, 10, 20)  # one group per tile
+    tile = next(n for n in (1024, 2048, 4096) if _groups(reduce_, n + 1) == 2)  # elements of a tile: 16 KiB
+    assert _groups(reduce_, 1) == 1 and _groups(reduce_, 10 * tile) == 10  # one group per tile up to MAX_GROUPS
     assert _groups(partials, 16 * MI) == 1
     assert _groups(reduce_, 0) == 0  # nothing launched
 
