@@ -157,7 +157,7 @@ def test_a_scan_inside_a_parallel_loop_stays_sequential():
 def test_parallel_scan_and_filter_under_oclgrind():
     """No race on local or global memory, nothing out of bounds, no uninitialised read: sizes
     around the work-group, a tuple state, a filter keeping nothing, some, all."""
-    ok, report = run_under_oclgrind(f"""
+    ok, report = run_under_oclgrind("""
         import numpy as np
         from corpus import scan_filter as sf
         from test_scan_filter_opencl import prefix_min_max
