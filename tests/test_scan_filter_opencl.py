@@ -16,7 +16,8 @@ from fsmooth.driver import compile_to_opencl
 from fsmooth.dpia.scan_opencl import LOCAL, MAX_GROUPS
 from opencl_oclgrind import run_under_oclgrind
 
-SIZES = (0, 1, 2, LOCAL - 1, LOCAL, LOCAL + 1, 8 * LOCAL - 1, 8 * LOCAL, 8 * LOCAL + 1, 5003, 70_001)
+# around a work-group and a tile (8 * LOCAL doubles, 16 * LOCAL floats), and non-multiples
+SIZES = (0, 1, 2, LOCAL - 1, LOCAL, LOCAL + 1, 8 * LOCAL - 1, 8 * LOCAL, 8 * LOCAL + 1, 16 * LOCAL + 1, 5003, 70_001)
 MI = 1 << 20
 
 
