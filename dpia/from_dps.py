@@ -173,9 +173,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(size))))
             return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy, t.parallel)
         case d.Ifold(_, state, index, body, init, count, ty, buffers, _, d.Ref()):
-            found = scan_reduction(t)
-            regroupable = found if found is not None and not any(m.may_overflow for m in found.monoids) else None
-            return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data, regroupable=regroupable)
+            return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data,
+                          regroupable=scan_reduction(t))
         case d.Ifold(_, state, index, body, init, count, _, buffers, _, _, monoids, partials):
             return _ifold(state, index, body, init, count, buffers, data, env, monoids=monoids, partials=partials)
         case d.Filter(_, length, x, body, arr):
@@ -225,8 +224,8 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, sc
            monoids: tuple = (), partials: tuple = (), regroupable=None) -> p.Phrase:
     """The fold of state ``data``; ``scan``: the data of its states' arrays, for an iscan;
     ``monoids`` and ``partials``: a parallel reduction's (``dps.parallel``); ``regroupable``: an
-    iscan's fold as a reduction whose operators cannot overflow (``dps.reductions.scan_reduction``),
-    which the scan keeps (its operators and element) for a parallel scan (``dpia.scan_opencl``)."""
+    iscan's fold as a reduction (``dps.reductions.scan_reduction``), which the scan keeps (its
+    operators and element) for a parallel scan (``dpia.scan_opencl``)."""
     if isinstance(count, (Var, Lit)):
         count_phrase = _atom(count, env)
         # an Index count may be an inlined expression of data (``k - 1``): the index type names it

@@ -262,8 +262,7 @@ class Ifold(Phrase):
 class Scan(Phrase):
     """The successive states of ``fold`` (an ``Ifold`` of a scalar or record-of-scalars state,
     under the ``new``s of its record's C variables): ``data`` is n.δ, or a record of them.
-    Where the fold is a reduction whose operators cannot overflow (``dps.reductions``), its
-    operators per leaf (``monoids``) and ``element``, the body without the state (an exp over
+    Where the fold is a reduction (``dps.reductions.scan_reduction``), its operators per leaf (``monoids``) and ``element``, the body without the state (an exp over
     the fold's index): what the OpenCL back end's parallel scan computes (``dpia.scan_opencl``)."""
 
     fold: Phrase
@@ -467,8 +466,8 @@ class GroupScan(Phrase):
     tile (``local × width`` elements, in the local buffers ``tiles``, the work-items' runs
     scanned in ``sums``), from the state ``start`` writes; ``element`` writes element ``index``
     through ``item``; ``write`` runs per element with ``state`` its state (before the element if
-    ``exclusive``) and ``item`` the element; ``total``, run by one work-item, reads the group's
-    last state.  ``state`` and ``item`` are private variables of data ``data``, one per leaf,
+    ``exclusive``) and ``item`` the element (each state computed with checked integer arithmetic
+    where ``checked``); ``total``, run by one work-item, reads the group's last state.  ``state`` and ``item`` are private variables of data ``data``, one per leaf,
     combined by the leaves' ``monoids``."""
 
     count: sympy.Expr
@@ -483,6 +482,7 @@ class GroupScan(Phrase):
     element: Phrase  # comm
     write: Phrase  # comm
     exclusive: bool
+    checked: bool
     total: Phrase  # comm
     tiles: tuple  # acc[(local · width).num] per leaf
     sums: tuple  # acc[local.num] per leaf
@@ -644,7 +644,7 @@ def show(p: Phrase, indent: int = 0) -> str:
             return (f"scan∥ ({', '.join(m.op for m in g.monoids)}) {_show_size(g.count)} in {_show_size(g.groups)} groups "
                     f"(λ {g.group} {g.state}.{nl}{show(g.start, indent + 1)})"
                     f"{nl}element (λ {g.index} {g.item}.{nl}  {show(g.element, indent + 2)})"
-                    f"{nl}{'exclusive ' if g.exclusive else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
+                    f"{nl}{'exclusive ' if g.exclusive else ''}{'checked ' if g.checked else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
                     f"{show(g.write, indent + 2)})"
                     f"{nl}total (λ {g.group} {g.state}.{nl}  {show(g.total, indent + 2)})")
         case AsVector(width, at):

@@ -2,9 +2,9 @@
 (its translation to phrases, ``parallel_scan`` and ``parallel_filter``, and its OpenCL C,
 ``emit_group_scan``).
 
-An ``iscan`` whose fold is ``acc ⊕ g(i)`` with ⊕ associative and unable to overflow
-(``dps.reductions.scan_reduction``: + and * on Float and Double, min and max; a tuple state
-componentwise) has states ``init ⊕ g(0) ⊕ … ⊕ g(i)``.  Where it is a top-level command of its
+An ``iscan`` whose fold is ``acc ⊕ g(i)`` with ⊕ associative (``dps.reductions.scan_reduction``:
++ and * on numbers, min and max; a tuple state componentwise) has states
+``init ⊕ g(0) ⊕ … ⊕ g(i)``.  Where it is a top-level command of its
 kernel (not inside a parallel loop, a branch or a loop: ``dpia.hoist_opencl`` chooses the form
 of a ``TopLevel``), it is three launches, each a ``GroupScan``:
 
@@ -30,6 +30,14 @@ them; an exclusive one, a filter's positions, writes from the run); the state mo
 tile's total.  Every step keeps the elements in order, so ⊕ need not be commutative (min and
 max keep the first of equals); only its grouping changes, which for + and * on floats changes
 the rounding (README, "Scans").
+
+Integer + and * fail exactly where the sequential fold does (an ``Index`` state leaving int64 is
+an ``OverflowError``, status 6), though a partial may leave int64 where no state does: partials,
+offsets and runs are computed modulo 2**64 (wrapping, which OpenCL defines on unsigned
+integers), and only each state, in the down launch, with checked arithmetic from the state
+before it.  Below the first state s_k that leaves int64 every state is in range, so the state
+before s_k, computed modulo 2**64 and in range, is exact, and the checked step to s_k fails;
+where no state leaves int64, none fails.
 
 ``fs.filter(pred, v)``, stored where it is a top-level command: the mask ``int(pred(v[i]))``
 is the element, + on ``Card`` the operator (counts never exceed ``n``: no overflow), the
@@ -79,7 +87,8 @@ def parallel_scan(t, e: p.Scan, a: p.Phrase, sequential: p.Phrase) -> p.Phrase:
         return p.seq(*writes)
 
     parallel = _three_launches(t, n, fold.data, e.monoids, fold.index, element,
-                               lambda state: t.acc(fold.init, state), write, False, lambda state: p.Skip())
+                               lambda state: t.acc(fold.init, state), write, False, lambda state: p.Skip(),
+                               checked=any(m.may_overflow for m in e.monoids))
     return sequential if parallel is None else p.TopLevel(parallel, sequential)
 
 
@@ -97,19 +106,21 @@ def parallel_filter(t, e: p.Filter, a: p.Phrase, sequential: p.Phrase) -> p.Phra
         kept = p.ScalarOp("gt", (item, p.Literal(0, count)), p.Num(Bool))
         return p.IfCmd(kept, p.Assign(p.Idx(a, state, arr.elem, p.data_of(a).size), element_at), p.Skip())
 
+    # counts never exceed n: no state is checked
     parallel = _three_launches(t, n, count, (Monoid("add", Card, 0),), e.index, mask,
                                lambda state: p.Assign(state, p.Literal(0, count)), scatter, True,
-                               lambda state: p.Assign(p.Ident(e.length, p.AccT(count)), state))
+                               lambda state: p.Assign(p.Ident(e.length, p.AccT(count)), state), checked=False)
     return sequential if parallel is None else p.TopLevel(parallel, sequential)
 
 
 def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, init, write, exclusive: bool,
-                    kept) -> p.Phrase | None:
+                    kept, checked: bool) -> p.Phrase | None:
     """The reduce, partials and down launches under the ``new``s of the partials and offsets;
     None where an element needs more than private scalars.  ``element(item, index)``: writes
     element ``index`` through ``item``; ``init(state)``: writes the first state;
     ``write(state, item, index)``: stores a state; ``kept(state)``: what the partials launch does
-    with the total (a filter's kept length)."""
+    with the total (a filter's kept length); ``checked``: the states are computed with checked
+    arithmetic (module docstring)."""
     leaves = p.record_leaves(data)
     width = _width(data)
     groups = sympy.Min(sympy.ceiling(n / (LOCAL * width)), MAX_GROUPS)
@@ -127,7 +138,7 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
     def assign(acc: p.Phrase, exp: p.Phrase) -> p.Phrase:
         return p.seq(*(p.Assign(p.proj_path(acc, path), p.proj_path(exp, path)) for path, _ in leaves))
 
-    def step(count, groups_, index_, element_, start, write_, exclusive_, total) -> p.GroupScan:
+    def step(count, groups_, index_, element_, start, write_, exclusive_, total, checked_=False) -> p.GroupScan:
         group, state, item = t.names.fresh("group"), t.names.fresh("state"), t.names.fresh("item")
         g = p.Ident(group, p.ExpT(p.IdxT(groups_)))
         state_exp, item_exp = p.Ident(state, p.ExpT(data)), p.Ident(item, p.ExpT(data))
@@ -137,8 +148,8 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
         sums = tuple(p.Ident(t.names.fresh("runs"), p.AccT(p.Arr(sympy.Integer(LOCAL), leaf))) for _, leaf in leaves)
         return p.GroupScan(count, groups_, group, index_, data, monoids, state, item,
                            start(p.Ident(state, p.AccT(data)), g), element_(p.Ident(item, p.AccT(data)), index_),
-                           write_(state_exp, item_exp, index_), exclusive_, total(state_exp, g), tiles, sums,
-                           LOCAL, width)
+                           write_(state_exp, item_exp, index_), exclusive_, checked_, total(state_exp, g), tiles,
+                           sums, LOCAL, width)
 
     partial_index = t.names.fresh("g")
     launches = (
@@ -151,7 +162,7 @@ def _three_launches(t, n, data: p.Data, monoids: tuple, index: str, element, ini
                                                 leaves), s),
              True, lambda s, g: kept(s)),
         step(n, groups, index, element, lambda s, g: assign(s, at(arrays(offsets, p.ExpT), g)), write, exclusive,
-             lambda s, g: p.Skip()),
+             lambda s, g: p.Skip(), checked),
     )
     if not all(_private_only(part) for launch in launches for part in (launch.element, launch.start)):
         return None
@@ -199,7 +210,18 @@ def emit_group_scan(em, c: p.GroupScan, env: dict, ranges) -> list[str]:
     identities = [c_literal(m.identity, m.ty) for m in c.monoids]
 
     def combine(k: int, a: str, b: str) -> str:
-        return prims.prim(c.monoids[k].op).c.format(a, b, t=prims.c_suffix(c.monoids[k].ty))
+        monoid = c.monoids[k]
+        if monoid.may_overflow:  # modulo 2**64 (module docstring)
+            return f"as_long(as_ulong({a}) {'+' if monoid.op == 'add' else '*'} as_ulong({b}))"
+        return prims.prim(monoid.op).c.format(a, b, t=prims.c_suffix(monoid.ty))
+
+    def step_to(k: int, q: str, x: str) -> list[str]:
+        """``q = q ⊕ x`` for a state: checked where the launch checks its states."""
+        if not (c.checked and c.monoids[k].may_overflow):
+            return [f"{q} = {combine(k, q, x)};"]
+        flag = f"fs_overflow{em.fresh_number()}"
+        return [f"bool {flag} = false;", f"{q} = fs_checked_{c.monoids[k].op}_i64({q}, {x}, &{flag});",
+                em.integer_overflow(flag)]
 
     def declare(stem: str, values) -> tuple[list, list]:
         names = [em.namer.fresh(stem) for _ in leaves]
@@ -281,7 +303,7 @@ def emit_group_scan(em, c: p.GroupScan, env: dict, ranges) -> list[str]:
                            + [f"{q} = {combine(k, q, x)};" for k, (q, x) in enumerate(zip(prefix, mine))]) + ["}"]
         else:  # the states back into the tile, then written as the elements were read
             body += [f"for (int64_t {j} = 0; {j} < {width}; {j}++) {{"]
-            body += indent([f"{q} = {combine(k, q, f'{x}[{at}]')};" for k, (q, x) in enumerate(zip(prefix, tiles))]
+            body += indent([line for k, (q, x) in enumerate(zip(prefix, tiles)) for line in step_to(k, q, f"{x}[{at}]")]
                            + each(f"{{}}[{at}] = {{}};", tiles, prefix)) + ["}", _FENCE]
             written, written_decl = declare("written", [f"{x}[{slot(f'{j} * {local} + {lid}')}]" for x in tiles])
             write_env = {**element_env, c.state: variables(written)}

@@ -27,7 +27,8 @@ What that changes, per operator:
 - ``+`` and ``*`` on Index and Card are associative, but one grouping may overflow int64 where
   the other does not, and an overflow is an error (``OverflowError``, status 6):
   ``Monoid.may_overflow`` says so, and a caller that must fail exactly where the sequential fold
-  does keeps such a reduction sequential (``dps.parallel``).
+  does keeps such a reduction sequential (``dps.parallel``), or computes the regrouped parts
+  modulo 2**64 and only the results with checked arithmetic (the GPU scan, ``dpia.scan_opencl``).
 
 The analysis is target-neutral: ``Reduction`` gives each component's operator and identity, the
 init, and the element function (the body without the state), for a CPU team of threads

@@ -91,6 +91,29 @@ def test_an_index_out_of_range_in_the_element_is_an_index_error(rng):
         keep_below_next.opencl(v, np.array([-1]))
 
 
+def test_an_integer_scan_fails_exactly_where_the_sequential_one_does(rng):
+    """Index +: an OverflowError iff a state leaves int64, wherever it is (in the first group's
+    chunk, the last element of a later one), as in C and the reference; a group's partial that
+    leaves int64 while every state fits is no error (computed modulo 2**64)."""
+    big = 2**62
+    tile = 8 * LOCAL  # of int64s
+    wrapping = np.zeros(3 * tile, dtype=np.int64)
+    wrapping[:2] = -big  # the state reaches INT64_MIN ...
+    wrapping[tile:tile + 3] = big  # ... and the second group's partial 3 * 2**62 leaves int64
+    expected = np.cumsum(wrapping)
+    np.testing.assert_array_equal(sf.index_cumulative_sum.opencl(wrapping), expected)
+    np.testing.assert_array_equal(sf.index_cumulative_sum(wrapping), expected)
+    for where in (1, tile + 5, 3 * tile - 1):
+        leaving = np.ones(3 * tile, dtype=np.int64)
+        leaving[where - 1:where + 1] = big  # two 2**62 in a row: the state leaves int64 at `where`
+        np.testing.assert_array_equal(sf.index_cumulative_sum.opencl(leaving[:where]), np.cumsum(leaving[:where]))
+        for run in (sf.index_cumulative_sum.opencl, sf.index_cumulative_sum):
+            with pytest.raises(OverflowError):
+                run(leaving)
+    iv = rng.integers(-2**40, 2**40, 100_003)
+    np.testing.assert_array_equal(sf.index_cumulative_sum.opencl(iv), np.cumsum(iv))
+
+
 def test_large_scans(rng):
     v = rng.uniform(-1.0, 1.0, MI + 3)
     np.testing.assert_allclose(sf.cumulative_sum.opencl(v), np.cumsum(v), rtol=1e-9, atol=1e-8)
@@ -126,7 +149,8 @@ def _groups(launch, n: int) -> int:
     return int(size.subs({s: n for s in size.free_symbols})) // local
 
 
-@pytest.mark.parametrize("kernel", [sf.cumulative_sum, sf.keep_inliers, prefix_min_max, float_cumsum])
+@pytest.mark.parametrize("kernel", [sf.cumulative_sum, sf.keep_inliers, prefix_min_max, float_cumsum,
+                                    sf.index_cumulative_sum])
 def test_a_large_scan_or_filter_runs_on_many_work_groups(kernel):
     """The plan: reduce, partials, down (a filter's kept length then copied out), the first and
     the last over many groups of LOCAL work-items for a large n, the partials' over one."""
@@ -141,10 +165,10 @@ def test_a_large_scan_or_filter_runs_on_many_work_groups(kernel):
     assert _groups(reduce_, 0) == 0  # nothing launched
 
 
-@pytest.mark.parametrize("kernel", [sf.index_cumulative_sum, sf.running_max, sf.sum_and_max_prefixes, sf.fibonacci])
+@pytest.mark.parametrize("kernel", [sf.running_max, sf.sum_and_max_prefixes, sf.fibonacci])
 def test_a_scan_that_cannot_be_regrouped_stays_one_work_item(kernel):
-    """An Index + may overflow (exactly where the sequential one does: it stays sequential), a
-    fold with a branch on the index is no reduction: one launch of one work-item."""
+    """A fold with a branch on the index, or whose components trade places, is no reduction:
+    one launch of one work-item."""
     launches = _launches(kernel)
     assert all(tuple(map(int, x.global_size)) == (1,) for x in launches)
 
