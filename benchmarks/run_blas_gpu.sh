@@ -5,6 +5,10 @@
 #                                           # need, for the GPU machine's Python ($WHEEL_PYTHON, default
 #                                           # 3.12), into .whl/ (git-ignored)
 #   bash benchmarks/run_blas_gpu.sh         # on the GPU machine (no network needed), with .whl/ copied
+#   bash benchmarks/run_blas_gpu.sh scan_filter
+#                                           # the same set-up, then issue 14's scan and filter on OpenCL
+#                                           # against torch/CuPy: 16 and 128 Mi floats, into $OUT, with
+#                                           # $OUT/RESULTS.md (a copy of benchmarks/RESULTS.md) refreshed
 #
 # The second installs .whl/ into /tmp/site, registers the NVIDIA OpenCL ICD (and the system's PoCL
 # for the CPU run), runs fsmooth against cuBLAS, then against numpy on PoCL's CPU device if one
@@ -30,6 +34,11 @@ echo libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
 cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null
 export OCL_ICD_VENDORS=/tmp/icd PYTHONPATH="/tmp/site:$PWD" FSMOOTH_CACHE_DIR=/tmp/fsmooth-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>/dev/null
+if [ "${1:-}" = scan_filter ]; then
+    cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+    exec "$PY" -m benchmarks.scan_filter --opencl --sizes 16,128 --repeats 100 --out "$OUT" \
+        --results-md "$OUT/RESULTS.md"
+fi
 "$PY" -m benchmarks.blas --device gpu --out "$OUT"; gpu=$?
 # The CPU run must not cost the GPU results: bounded, and a missing PoCL is only reported (exit 3).
 timeout 200 "$PY" -m benchmarks.blas --device cpu --out "$OUT"; cpu=$?

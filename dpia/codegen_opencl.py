@@ -58,6 +58,7 @@ from . import index_paths as paths
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
+from .scan_opencl import emit_group_scan
 from .strategy_check import PARALLEL, private_count
 from .vectorize import VECTOR_OPS, Lanes
 
@@ -234,6 +235,8 @@ class _OpenCLEmitter(KernelEmitter):
                 return self._parallel_parfor(c, env, ranges)
             case p.VectorParFor():
                 return self._vector_parfor(c, env, ranges)
+            case p.GroupScan():
+                return emit_group_scan(self, c, env, ranges)
             case p.CallCmd(fn) if not isinstance(fn, str):  # a foreign function (KernelEmitter's)
                 return super().comm(c, env, ranges)
             case p.New(name, p.Vec(scalar, w), body):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sympy
 
 from fsmooth.dps import ir as d
+from fsmooth.dps.reductions import scan_reduction
 from fsmooth.core import Lit, Var
 from fsmooth.types import ArrayT, Bool, Card, TupleT, element_scalar, path_suffix
 
@@ -172,7 +173,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             inner = env.bind(index, p.Ident(index, p.ExpT(p.IdxT(size))))
             return p.Build(size, index, _phrase(body, data.elem, inner), data.elem, t.strategy, t.parallel)
         case d.Ifold(_, state, index, body, init, count, ty, buffers, _, d.Ref()):
-            return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data)
+            return _ifold(state, index, body, init, count, buffers, _scalars(ty), env, scan=data,
+                          regroupable=scan_reduction(t))
         case d.Ifold(_, state, index, body, init, count, _, buffers, _, _, monoids, partials):
             return _ifold(state, index, body, init, count, buffers, data, env, monoids=monoids, partials=partials)
         case d.Filter(_, length, x, body, arr):
@@ -219,9 +221,11 @@ def _let(name: str, rhs: d.Term, body: d.Term, inline: bool, rhs_data: p.Data, d
 
 
 def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, scan: p.Data | None = None,
-           monoids: tuple = (), partials: tuple = ()) -> p.Phrase:
+           monoids: tuple = (), partials: tuple = (), regroupable=None) -> p.Phrase:
     """The fold of state ``data``; ``scan``: the data of its states' arrays, for an iscan;
-    ``monoids`` and ``partials``: a parallel reduction's (``dps.parallel``)."""
+    ``monoids`` and ``partials``: a parallel reduction's (``dps.parallel``); ``regroupable``: an
+    iscan's fold as a reduction (``dps.reductions.scan_reduction``), which the scan keeps (its
+    operators and element) for a parallel scan (``dpia.scan_opencl``)."""
     if isinstance(count, (Var, Lit)):
         count_phrase = _atom(count, env)
         # an Index count may be an inlined expression of data (``k - 1``): the index type names it
@@ -243,10 +247,12 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, sc
         return declare(locals_, p.Ifold(count_phrase, state, index, _phrase(body, data, inner),
                                         _phrase(init, data, env), data, None, monoids,
                                         tuple(env.regions[r] for r in partials), variables(p.AccT)))
+    parallel = {} if regroupable is None else {
+        "monoids": regroupable.monoids, "element": _phrase(regroupable.element, data, inner)}
     inner = inner.bind(state, p.Ident(state, p.ExpT(data)))
     if buffers is None:
         fold = p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data)
-        return fold if scan is None else p.Scan(fold, scan)
+        return fold if scan is None else p.Scan(fold, scan, **parallel)
     if isinstance(data, p.Rec):
         # per component: an array's two regions, or a scalar's two C variables
         locals_: list = []
@@ -266,7 +272,7 @@ def _ifold(state, index, body, init, count, buffers, data: p.Data, env: _Env, sc
         b0, b1 = (_retype(env.regions[b], data) for b in buffers)
     inner = inner.state_dest(state, p.Ident(write_buffer(state), p.AccT(data)))
     fold = p.Ifold(count_phrase, state, index, _phrase(body, data, inner), _phrase(init, data, env), data, (b0, b1))
-    return declare(locals_, fold if scan is None else p.Scan(fold, scan))
+    return declare(locals_, fold if scan is None else p.Scan(fold, scan, **parallel))
 
 
 def write_buffer(state: str) -> str:

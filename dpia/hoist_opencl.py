@@ -31,7 +31,7 @@ known size (at most ``MAX_LOCAL``; ``DEFAULT_LOCAL`` when none is known).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import sympy
 
@@ -86,7 +86,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
     sizes = frozenset(s.name for s in k.sizes)
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
-    news, leaves = _spine(k.body)
+    news, leaves = _spine(_forms(k.body))
     integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
     lets = _recomputed_lets(news, leaves, integer_params)
     groups = _phases([leaf for leaf in leaves if not any(leaf is let for let in lets.values())])
@@ -109,7 +109,14 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
                                        f"only global memory outlives a kernel")
             buf = _buffer(names, new.name, "temp", new.data, sympy.Integer(1), sizes)
             buffers[buf.name] = buf
-            bodies = [_substitute(b, new.name, *_views(buf, new.data, sympy.Integer(0))) for b in bodies]
+            acc, exp = _views(buf, new.data, sympy.Integer(0))
+            for j in users:
+                if new.name in _size_names(bodies[j]) and not _writes_to(bodies[j], new.name):
+                    # a size of that kernel (a filter's kept length, counting a loop): a copy of
+                    # the buffer's value under its name, which the sizes then name
+                    bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
+                else:
+                    bodies[j] = _substitute(bodies[j], new.name, acc, exp)
     phases = []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
@@ -159,11 +166,25 @@ def _spine(body: p.Phrase):
     return news, leaves
 
 
+def _forms(c: p.Phrase, top: bool = True) -> p.Phrase:
+    """``c`` with each ``TopLevel`` in its parallel form where it is a top-level command (under
+    ``seq``s and ``new``s only), in its sequential form elsewhere (``dpia.scan_opencl``)."""
+    match c:
+        case p.TopLevel(parallel, sequential):
+            return _forms(parallel, True) if top else _forms(sequential, False)
+        case p.Seq(cmds) if top:
+            return p.seq(*(_forms(cmd, True) for cmd in cmds))
+        case p.New(body=body) if top:
+            return replace(c, body=_forms(body, True))
+    return p.map_children(lambda ph: _forms(ph, False), c)
+
+
 def _phases(leaves: list):
     """The kernels, as (sequential, commands), of the top-level commands ``leaves``."""
     groups: list = []
     for leaf in leaves:
-        sequential = not (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL))
+        sequential = not (isinstance(leaf, p.GroupScan)
+                          or (isinstance(leaf, p.ParFor) and level_of(leaf) in (None, *PARALLEL)))
         if sequential and groups and groups[-1][0]:
             groups[-1][1].append(leaf)
         else:
@@ -215,6 +236,24 @@ def _news(c: p.Phrase):
         yield c
     for ph in p.children(c):
         yield from _news(ph)
+
+
+def _size_names(c: p.Phrase) -> set:
+    """The symbols of the sizes in ``c`` (its phrases' sympy fields and data types)."""
+    def of(value) -> set:
+        match value:
+            case sympy.Basic():
+                return {s.name for s in value.free_symbols}
+            case p.Arr(size, elem):
+                return of(size) | of(elem)
+            case p.IdxT(size):
+                return of(size)
+            case p.Rec(items) | tuple(items):
+                return set().union(*map(of, items))
+            case p.ExpT(data) | p.AccT(data):
+                return of(data)
+        return set()
+    return set().union(*(of(getattr(node, f.name)) for node in p.walk(c) for f in fields(node)))
 
 
 def free_identifiers(c: p.Phrase) -> set:
@@ -285,6 +324,12 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
+        case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
+            for local in (*tiles, *sums):
+                data = local.type.data
+                buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
+                buffers[buf.name] = buf
+                c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
     return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
 
 
@@ -294,6 +339,9 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
 def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
     if sequential:
         return (sympy.Integer(1),), (sympy.Integer(1),)
+    scan = next((c for c in p.walk(body) if isinstance(c, p.GroupScan)), None)
+    if scan is not None:
+        return (_known(scan.groups, sizes) * scan.local,), (sympy.Integer(scan.local),)
     top = next(_loops_at_top(body))
     if top.strategy.level == "global":
         dims: list = []

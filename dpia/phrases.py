@@ -261,10 +261,14 @@ class Ifold(Phrase):
 @dataclass(frozen=True)
 class Scan(Phrase):
     """The successive states of ``fold`` (an ``Ifold`` of a scalar or record-of-scalars state,
-    under the ``new``s of its record's C variables): ``data`` is n.δ, or a record of them."""
+    under the ``new``s of its record's C variables): ``data`` is n.δ, or a record of them.
+    Where the fold is a reduction (``dps.reductions.scan_reduction``), its operators per leaf (``monoids``) and ``element``, the body without the state (an exp over
+    the fold's index): what the OpenCL back end's parallel scan computes (``dpia.scan_opencl``)."""
 
     fold: Phrase
     data: Data
+    monoids: tuple = ()
+    element: Phrase | None = None
 
 
 @dataclass(frozen=True)
@@ -442,6 +446,50 @@ class DoubleBuffer(Phrase):
     after: Phrase  # a command in which ``state`` is the final state
 
 
+# ----------------------------------------------------------------------------- parallel scans (OpenCL)
+
+
+@dataclass(frozen=True)
+class TopLevel(Phrase):
+    """A command with two forms (``dpia.scan_opencl``): ``parallel``, commands that are OpenCL
+    kernels of their own, where it is a top-level command of its kernel (``dpia.hoist_opencl``
+    decides), else ``sequential`` (inside a parallel loop, a branch or a loop)."""
+
+    parallel: Phrase
+    sequential: Phrase
+
+
+@dataclass(frozen=True)
+class GroupScan(Phrase):
+    """One launch of the three-phase scan (NOVA §5, ``dpia.scan_opencl``): ``groups`` work-groups
+    of ``local`` work-items; group ``group`` scans its chunk of the ``count`` elements, tile by
+    tile (``local × width`` elements, in the local buffers ``tiles``, the work-items' runs
+    scanned in ``sums``), from the state ``start`` writes; ``element`` writes element ``index``
+    through ``item``; ``write`` runs per element with ``state`` its state (before the element if
+    ``exclusive``) and ``item`` the element (each state computed with checked integer arithmetic
+    where ``checked``); ``total``, run by one work-item, reads the group's last state.  ``state`` and ``item`` are private variables of data ``data``, one per leaf,
+    combined by the leaves' ``monoids``."""
+
+    count: sympy.Expr
+    groups: sympy.Expr
+    group: str
+    index: str
+    data: Data  # of a state: num, or a record of nums
+    monoids: tuple  # dps.reductions.Monoid per leaf of data
+    state: str
+    item: str
+    start: Phrase  # comm
+    element: Phrase  # comm
+    write: Phrase  # comm
+    exclusive: bool
+    checked: bool
+    total: Phrase  # comm
+    tiles: tuple  # acc[(local · width).num] per leaf
+    sums: tuple  # acc[local.num] per leaf
+    local: int
+    width: int
+
+
 # ----------------------------------------------------------------------------- vectors
 
 
@@ -590,6 +638,15 @@ def show(p: Phrase, indent: int = 0) -> str:
             rest = "" if remainder is None else f";\n{pad}{show(remainder, indent)}"
             return (f"parfor {_show_size(size)}/{width} (asVector {width} {_atomic(acc, indent)}) "
                     f"(λ {index} {out}.{nl}{show(body, indent + 1)}){rest}")
+        case TopLevel(parallel, sequential):
+            return f"at the top:{nl}{show(parallel, indent + 1)}\n{pad}elsewhere:{nl}{show(sequential, indent + 1)}"
+        case GroupScan() as g:
+            return (f"scan∥ ({', '.join(m.op for m in g.monoids)}) {_show_size(g.count)} in {_show_size(g.groups)} groups "
+                    f"(λ {g.group} {g.state}.{nl}{show(g.start, indent + 1)})"
+                    f"{nl}element (λ {g.index} {g.item}.{nl}  {show(g.element, indent + 2)})"
+                    f"{nl}{'exclusive ' if g.exclusive else ''}{'checked ' if g.checked else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
+                    f"{show(g.write, indent + 2)})"
+                    f"{nl}total (λ {g.group} {g.state}.{nl}  {show(g.total, indent + 2)})")
         case AsVector(width, at):
             return f"asVector {width} {_atomic(at, indent)}"
         case AsScalar(vector):
@@ -706,8 +763,13 @@ def _bound(ph: Phrase) -> set:
             return {index}
         case Ifold(state=state, index=index):
             return {state, index, f"{state}_next"}  # the buffer an iteration writes (from_dps.write_buffer)
+        case Scan(fold=Ifold(index=index)):  # its element is over the fold's index
+            return {index}
         case ParFor(index=index, out=out):
             return {index, out}
+        case GroupScan(group=group, index=index, state=state, item=item, tiles=tiles, sums=sums):
+            # and its local arrays, until dpia.hoist_opencl makes them buffers
+            return {group, index, state, item} | {x.name for x in (*tiles, *sums) if isinstance(x, Ident)}
         case DoubleBuffer(index=index, state=state, out=out):
             return {index, state, out}
     return set()

@@ -1,11 +1,14 @@
 """accT/conT (``dpia.translate``) keeping each build's strategy on the ``parfor`` it becomes:
 A(build n f)(A) = parfor⟨strategy⟩ n A (λ i o. A(f i)(o)), DPIA §6.2's mapGlobal/mapWorkgroup/
-mapLocal/mapSeq as one primitive with its level.  Everything else translates as for C."""
+mapLocal/mapSeq as one primitive with its level.  A scan of a regroupable fold and a filter
+also get their parallel form (``dpia.scan_opencl``), which ``dpia.hoist_opencl`` takes where
+they are top-level commands.  Everything else translates as for C."""
 from __future__ import annotations
 
 from fsmooth.dps import ir as dps
 
 from . import phrases as p
+from .scan_opencl import parallel_filter, parallel_scan
 from .translate import Translation, dpia_program
 
 
@@ -15,6 +18,10 @@ class StrategyTranslation(Translation):
             o = self.names.fresh("o")
             body = self.acc(e.body, p.Ident(o, p.AccT(e.elem)))
             return p.ParFor(e.size, a, e.index, o, e.elem, body, e.strategy)
+        if isinstance(e, p.Scan):
+            return parallel_scan(self, e, a, super().acc(e, a))
+        if isinstance(e, p.Filter):
+            return parallel_filter(self, e, a, super().acc(e, a))
         return super().acc(e, a)
 
 

@@ -27,7 +27,8 @@ What that changes, per operator:
 - ``+`` and ``*`` on Index and Card are associative, but one grouping may overflow int64 where
   the other does not, and an overflow is an error (``OverflowError``, status 6):
   ``Monoid.may_overflow`` says so, and a caller that must fail exactly where the sequential fold
-  does keeps such a reduction sequential (``dps.parallel``).
+  does keeps such a reduction sequential (``dps.parallel``), or computes the regrouped parts
+  modulo 2**64 and only the results with checked arithmetic (the GPU scan, ``dpia.scan_opencl``).
 
 The analysis is target-neutral: ``Reduction`` gives each component's operator and identity, the
 init, and the element function (the body without the state), for a CPU team of threads
@@ -39,7 +40,7 @@ import math
 from dataclasses import dataclass, replace
 
 from fsmooth.core import Lit, Var
-from fsmooth.types import Card, Double, Index, Scalar, TupleT
+from fsmooth.types import Card, Double, Float, Index, Scalar, TupleT
 
 from . import ir
 from .terms import names_used
@@ -52,7 +53,10 @@ IDENTITIES = {
     ("add", Index): 0, ("mul", Index): 1, ("min", Index): INT64_MAX, ("max", Index): INT64_MIN,
     ("add", Card): 0, ("mul", Card): 1, ("min", Card): INT64_MAX, ("max", Card): 0,
 }
-STATE_FIRST = {("min", Double), ("max", Double)}
+STATE_FIRST = {("min", Double), ("max", Double), ("min", Float), ("max", Float)}
+# Float's, as Double's; only the GPU scan takes them (``scan_reduction``): C's threads keep
+# Float reductions sequential, as they were.
+SCAN_IDENTITIES = {**IDENTITIES, **{(op, Float): value for (op, ty), value in IDENTITIES.items() if ty is Double}}
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,17 @@ def reduction(t: ir.Ifold) -> Reduction | None:
     """``t`` as a reduction, or None where it is not one (module docstring)."""
     if t.trace is not None:  # an iscan: every state is a result, not only the last
         return None
+    return _reduction(t, IDENTITIES)
+
+
+def scan_reduction(t: ir.Ifold) -> Reduction | None:
+    """The fold of the iscan ``t`` as a reduction (Float included), or None: its states are then
+    the prefixes ``init ⊕ element(0) ⊕ … ⊕ element(i)``, which the GPU's three-phase scan
+    (``dpia.scan_opencl``) computes regrouped."""
+    return _reduction(t, SCAN_IDENTITIES) if t.trace is not None else None
+
+
+def _reduction(t: ir.Ifold, identities: dict) -> Reduction | None:
     if isinstance(t.ty, TupleT):
         if not all(isinstance(item, Scalar) for item in t.ty.items):
             return None
@@ -120,7 +135,7 @@ def reduction(t: ir.Ifold) -> Reduction | None:
 
     monoids, elements, states = [], [], []
     for k, (combination, ty) in enumerate(zip(combinations, types)):
-        found = _combination(combination, ty, lambda v: is_state(v, k))
+        found = _combination(combination, ty, lambda v: is_state(v, k), identities)
         if found is None:
             return None
         monoid, state, element = found
@@ -147,12 +162,12 @@ def _spine(t: ir.Term) -> tuple[list[ir.Term], ir.Term]:
     return spine, t
 
 
-def _combination(t: ir.Term | None, ty: Scalar, is_state) -> tuple[Monoid, Var, Var | Lit] | None:
+def _combination(t: ir.Term | None, ty: Scalar, is_state, identities: dict) -> tuple[Monoid, Var, Var | Lit] | None:
     """(⊕, the state operand, the element operand) of ``t`` where it is ``s ⊕ x``, or ``x ⊕ s``
     where ⊕ on ``ty`` takes its operands in either order, ``s`` a variable that ``is_state``."""
-    if not (isinstance(t, ir.Prim) and t.ty == ty and (t.op, ty) in IDENTITIES and len(t.args) == 2):
+    if not (isinstance(t, ir.Prim) and t.ty == ty and (t.op, ty) in identities and len(t.args) == 2):
         return None
-    monoid = Monoid(t.op, ty, IDENTITIES[(t.op, ty)])
+    monoid = Monoid(t.op, ty, identities[(t.op, ty)])
     first, second = t.args
     if isinstance(first, Var) and is_state(first):
         return monoid, first, second

@@ -155,3 +155,28 @@ def test_scan_filter_benchmark_checks_and_times_every_case(tmp_path):
             assert math.isclose(row["numpy_over_fsmooth"], row["numpy_s"] / row["fsmooth_s"])
             assert row["scratch_bytes"] == 0  # the scan and the filter write the result, the fused one nothing
     assert "load average" in done.stdout
+
+
+def test_scan_filter_opencl_benchmark_refreshes_only_its_section(tmp_path):
+    """``python -m benchmarks.scan_filter --opencl`` at small sizes on the local OpenCL device:
+    both cases checked and timed (device time, 50 calls), the JSON and the plot written, and its
+    section of a RESULTS.md replaced (an earlier run's), with the other sections kept."""
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("# Results\n\n## Before\n\nkept\n\n## OpenCL: scan and filter against torch on the GPU "
+                          "(issue 14)\n\nstale\n\n## After\n\nkept too\n")
+    command = [sys.executable, "-m", "benchmarks.scan_filter", "--opencl", "--sizes", "0.01,0.1",
+               "--repeats", "50", "--out", str(tmp_path), "--results-md", str(results_md)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "scan_filter_opencl.json").read_text())
+    assert {"scan_filter_opencl.json", "scan_filter_opencl.png"} <= {p.name for p in tmp_path.iterdir()}
+    assert set(results["cases"]) == {"cumsum", "filter"}
+    for by_size in results["cases"].values():
+        assert set(by_size) == {str(n) for n in results["settings"]["sizes"]}
+        for row in by_size.values():
+            assert row["fsmooth_s"] > 0 and row["baseline_s"] > 0 and len(row["fsmooth_times_s"]) == 50
+            assert len(row["launches"]) >= 3  # reduce, partials, down: the parallel scan
+    text = results_md.read_text()
+    assert text.count("## OpenCL: scan and filter") == 1 and "stale" not in text
+    assert "kept\n" in text and "kept too" in text and "| cumsum |" in text
+    assert text.index("## Before") < text.index("## OpenCL: scan and filter") < text.index("## After")

@@ -146,13 +146,14 @@ def test_a_scan_of_a_negative_size_is_refused_before_it_runs():
 # ----------------------------------------------------------------------------- OpenCL, sanitizers
 
 def test_scans_on_opencl_under_oclgrind():
-    """The OpenCL translation is the C's sequential loop, in a kernel of one work-item: no race,
-    no access out of bounds, sizes 0, 1 and larger."""
+    """On OpenCL a regroupable scan is the three-phase parallel scan (tests/test_scan_filter_opencl.py),
+    the others the C's sequential loop, in a kernel of one work-item or in a work-item of a build:
+    no race, no access out of bounds, sizes 0, 1 and larger."""
     ok, report = run_under_oclgrind("""
         import numpy as np
         from corpus import scan_filter as sf
         rng = np.random.default_rng(3)
-        for n in (0, 1, 333):
+        for n in (333, 1, 0):  # largest first: hoisted buffers are reused by smaller calls
             v = rng.uniform(-1, 1, n)
             assert np.allclose(sf.cumulative_sum.opencl(v), np.cumsum(v))
             assert np.array_equal(sf.running_max.opencl(v), np.maximum.accumulate(v))
@@ -379,8 +380,9 @@ def test_filter_c_through_the_abi(tmp_path, rng):
 
 
 def test_filters_on_opencl_under_oclgrind():
-    """On OpenCL a filter is the C's sequential loop, in a kernel of one work-item (a fused one
-    runs as the fold it became); the kept elements come back at their length."""
+    """On OpenCL a stored filter is mask, scan, scatter (tests/test_scan_filter_opencl.py), a fused
+    one runs as the fold it became, one in a build's element the sequential loop; the kept
+    elements come back at their length."""
     ok, report = run_under_oclgrind("""
         import numpy as np
         from corpus import scan_filter as sf
