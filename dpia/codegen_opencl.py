@@ -173,7 +173,7 @@ class _OpenCLEmitter(KernelEmitter):
             if not isinstance(data, p.Arr):
                 texts.append(self.exp(ph, env, ranges, checks))
                 continue
-            binding, _ = self.resolve(ph, env, ranges, checks)
+            binding, _, _ = self.resolve(ph, env, ranges, checks)
             if not (isinstance(binding, _Memory) and binding.space == "global"):
                 raise CompileError(f"on OpenCL, the arrays of a foreign function are in global memory, but "
                                    f"{'the result' if ph is out else 'an argument'} of {fn.name} is not: leave "
