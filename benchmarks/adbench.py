@@ -28,8 +28,12 @@ peak resident set during the loop (as benchmarks.micro measures it); numpy and P
 ``memory_profiler.memory_usage`` (its peak minus the resident set before the loop).  The two
 methods are cross-checked on one case (numpy and fsmooth's malloc variant, GMM, both methods).
 
-Writes ``results/adbench.json`` (or ``adbench_memory.json``), the plots, and the ADBench section
-of ``RESULTS.md`` (the other sections are kept).
+The ladder's target (the default's peak equals its inputs plus its computed scratch, and the
+manual C++'s) is checked by counting bytes, not pages: the default and the manual C++ run again
+in a process with baselines/heap_counter.cpp preloaded (``measure_heap``).
+
+Writes ``results/adbench.json`` (or ``adbench_memory.json``), the plots, and the time (or memory)
+subsection of the ADBench section of ``RESULTS.md`` (the other subsection and sections are kept).
 """
 from __future__ import annotations
 
@@ -206,15 +210,56 @@ def measure_memory(impl, objective: str, calls: int, method: str) -> dict:
     return {"checksum": float(checksum), "peak_growth_kib": growth}
 
 
+def _load_code(impl, objective: str) -> None:
+    """Build and load ``impl``'s code for the ladder's loop without calling it."""
+    if impl.family == "fsmooth":
+        from benchmarks import adbench_kernels
+
+        getattr(adbench_kernels, f"{objective}_loop").variant(impl.variant).executable()
+    else:
+        adbench_impls.manual_library()
+
+
+def measure_heap(impl, objective: str, calls: int) -> dict:
+    """The target's measurement, in a process with baselines/heap_counter.cpp preloaded: the heap
+    bytes the inputs take, and the peak of the live heap bytes over ``calls`` calls above what was
+    live before them, with no warm-up call (the first call's scratch counts).  The code is loaded
+    first, so that its own allocations are counted in neither."""
+    import ctypes
+
+    counter = ctypes.CDLL(str(adbench_impls.heap_counter_path()))
+    for name in ("heap_counter_live", "heap_counter_peak"):
+        getattr(counter, name).restype = ctypes.c_int64
+    _load_code(impl, objective)
+    adbench_impls.MEMORY_CASES[objective].inputs()  # imports what making them needs, once
+    live_before_inputs = counter.heap_counter_live()
+    args = adbench_impls.MEMORY_CASES[objective].inputs()
+    inputs_heap = counter.heap_counter_live() - live_before_inputs
+    run = _ladder_call(impl, objective, args)
+    live_before = counter.heap_counter_live()
+    counter.heap_counter_reset_peak()
+    checksum = run(calls)
+    result = {"checksum": float(checksum), "inputs_bytes": sum(a.nbytes for a in args if hasattr(a, "nbytes")),
+              "inputs_heap_bytes": inputs_heap, "peak_growth_bytes": counter.heap_counter_peak() - live_before}
+    if impl.family == "fsmooth":
+        from benchmarks import adbench_kernels
+
+        kernel = getattr(adbench_kernels, f"{objective}_loop").variant(impl.variant)
+        result["scratch_bytes"] = kernel.scratch_bytes(*args, calls)
+    return result
+
+
 def _child_main(spec: str) -> None:
     job = json.loads(spec)
     impl = next(i for i in adbench_impls.ladder_implementations() if i.key == job["impl"])
-    result = measure_memory(impl, job["objective"], job["calls"], job["method"])
+    result = (measure_heap(impl, job["objective"], job["calls"]) if job["method"] == "heap" else
+              measure_memory(impl, job["objective"], job["calls"], job["method"]))
     print(RESULT_MARK + json.dumps(result), flush=True)
 
 
 def run_in_child(job: dict) -> dict:
-    return micro_run_in_child(job, "benchmarks.adbench", RESULT_MARK, CHILD_TIMEOUT_S)
+    env = ({"LD_PRELOAD": str(adbench_impls.heap_counter_path())} if job["method"] == "heap" else None)
+    return micro_run_in_child(job, "benchmarks.adbench", RESULT_MARK, CHILD_TIMEOUT_S, env)
 
 
 def _memory_profiler_missing() -> str | None:
@@ -227,6 +272,9 @@ def _memory_profiler_missing() -> str | None:
 
 PYTHON_FAMILIES = ("numpy", "PyTorch")
 CROSS_CHECK = ("gmm", ("fsmooth-malloc", "numpy"))  # one case, both methods
+# The target's two: the default's peak heap bytes equal its inputs plus its computed scratch, and
+# the manual C++'s.
+HEAP_IMPLS = (f"fsmooth-{adbench_impls.DEFAULT_VARIANT}", "manual")
 
 
 def run_memory(calls_list, objectives) -> dict:
@@ -249,8 +297,11 @@ def run_memory(calls_list, objectives) -> dict:
     results = {"machine": machine, "calls": list(calls_list),
                "cases": {o: adbench_impls.MEMORY_CASES[o].name for o in objectives},
                "cross_check": {"objective": CROSS_CHECK[0], "implementations": list(CROSS_CHECK[1])},
-               "objectives": {o: {} for o in objectives}}
-    with tqdm(total=len(jobs), unit="run", desc="ADBench memory ladder") as progress:
+               "objectives": {o: {} for o in objectives},
+               "heap": {o: {key: {} for key in HEAP_IMPLS} for o in objectives}}
+    heap_jobs = [(objective, key, calls) for objective in objectives for key in HEAP_IMPLS
+                 for calls in calls_list]
+    with tqdm(total=len(jobs) + len(heap_jobs), unit="run", desc="ADBench memory ladder") as progress:
         for objective, impl, calls, method in jobs:
             progress.set_postfix_str(f"{objective} {impl.key} {calls}")
             record = results["objectives"][objective].setdefault(impl.key, {
@@ -270,19 +321,26 @@ def run_memory(calls_list, objectives) -> dict:
                     target = record["memory"] if method == record["method"] else record["other_method"]
                     target[str(calls)] = result
             progress.update(1)
+        for objective, key, calls in heap_jobs:
+            progress.set_postfix_str(f"{objective} {key} {calls} heap")
+            results["heap"][objective][key][str(calls)] = run_in_child(
+                {"impl": key, "objective": objective, "calls": calls, "method": "heap"})
+            progress.update(1)
     for objective, by_impl in results["objectives"].items():
-        _check_ladder_checksums(by_impl)
+        _check_ladder_checksums(by_impl, results["heap"][objective])
     return results
 
 
-def _check_ladder_checksums(by_impl: dict) -> None:
+def _check_ladder_checksums(by_impl: dict, heap: dict) -> None:
+    """Every ladder record's checksums (its heap runs' too) against the manual C++'s."""
     import math
 
     reference = by_impl.get("manual", {}).get("memory", {})
-    for record in by_impl.values():
+    for key, record in by_impl.items():
         if record["status"] != "ok":
             continue
-        for calls, memory in list(record["memory"].items()) + list(record["other_method"].items()):
+        for calls, memory in (list(record["memory"].items()) + list(record["other_method"].items())
+                              + [(c, m) for c, m in heap.get(key, {}).items() if "error" not in m]):
             expected = reference.get(calls, {}).get("checksum")
             if expected is not None and not math.isclose(memory["checksum"], expected, rel_tol=1e-9,
                                                           abs_tol=1e-9 * int(calls)):
@@ -367,7 +425,7 @@ def main(argv=None) -> int:
         (args.out / "adbench.json").write_text(json.dumps(results, indent=1) + "\n")
         print(adbench_report.text_tables(results))
         problems = adbench_report.time_problems(results)
-    adbench_report.write_section(report, args.out)
+    adbench_report.write_section(report, args.out, ("memory",) if args.memory else ("time",))
     print(f"wrote {args.out} and the ADBench section of {report}")
     for problem in problems:
         print(f"WRONG: {problem}", file=sys.stderr)

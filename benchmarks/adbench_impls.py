@@ -30,6 +30,7 @@ from corpus import adbench_ba, adbench_gmm, adbench_hand, adbench_lstm  # noqa: 
 
 MANUAL_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")  # as ADBench builds its manual module
 EIGEN_FLAGS = ("-O3", "-march=native", "-DNDEBUG", "-shared", "-fPIC")
+HEAP_COUNTER_FLAGS = ("-O2", "-shared", "-fPIC")
 SEED = 20180726  # ADBench's arXiv date; every case's inputs come from its own stream of it
 
 # The DPS paper's names of the variants (§5), for the memory ladder.
@@ -219,6 +220,11 @@ KERNELS = {"gmm": adbench_gmm.gmm_full_objective, "ba": adbench_ba.ba_objective,
 
 def manual_library() -> ctypes.CDLL:
     return ctypes.CDLL(str(micro_impls.cxx_library_path(BASELINES / "adbench_manual.cpp", MANUAL_FLAGS)))
+
+
+def heap_counter_path() -> pathlib.Path:
+    """The memory ladder's malloc counter (baselines/heap_counter.cpp), for LD_PRELOAD."""
+    return micro_impls.cxx_library_path(BASELINES / "heap_counter.cpp", HEAP_COUNTER_FLAGS)
 
 
 def eigen_library() -> ctypes.CDLL:

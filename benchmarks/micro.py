@@ -25,6 +25,7 @@ import concurrent.futures
 import hashlib
 import json
 import math
+import os
 import pathlib
 import resource
 import statistics
@@ -114,12 +115,14 @@ def _child_main(spec: str) -> None:
 
 
 def run_in_child(job: dict, module: str = "benchmarks.micro", mark: str = RESULT_MARK,
-                 timeout_s: int = CHILD_TIMEOUT_S) -> dict:
-    """``python -m module --child JOB`` in a fresh interpreter: the JSON it prints after
-    ``mark`` (``measure``'s, for this module), or ``{"error": ...}`` if it fails."""
+                 timeout_s: int = CHILD_TIMEOUT_S, env: dict | None = None) -> dict:
+    """``python -m module --child JOB`` in a fresh interpreter (with ``env`` added to this
+    process's environment): the JSON it prints after ``mark`` (``measure``'s, for this module),
+    or ``{"error": ...}`` if it fails."""
     command = [sys.executable, "-m", module, "--child", json.dumps(job)]
     try:
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s,
+                              env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {timeout_s} s"}
     for line in done.stdout.splitlines():

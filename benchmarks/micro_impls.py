@@ -29,7 +29,7 @@ from . import micro_kernels
 
 BASELINES = pathlib.Path(__file__).resolve().parent / "baselines"
 EIGEN_INCLUDE = pathlib.Path("/usr/include/eigen3")
-EIGEN_FLAGS = ("-O3", "-DNDEBUG", "-shared", "-fPIC")
+EIGEN_FLAGS = ("-O3", "-march=native", "-DNDEBUG", "-shared", "-fPIC")  # for the host, as the others
 SEED = 20170907  # inputs are rng.random(n) from this seed, the same in every process
 
 

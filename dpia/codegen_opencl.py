@@ -166,12 +166,12 @@ class _OpenCLEmitter(KernelEmitter):
 
     def call_address(self, fn, ph, is_destination, env, ranges, checks) -> str:
         # a foreign function's arrays are in global memory, as its prototype says (fsmooth.foreign)
-        binding, offset = self.resolve(ph, env, ranges, checks)
+        binding, offset, tested_ranges = self.resolve(ph, env, ranges, checks)
         if not (isinstance(binding, _Memory) and binding.space == "global"):
             raise CompileError(f"on OpenCL, the arrays of a foreign function are in global memory, but "
                                f"{'the result' if is_destination else 'an argument'} of {fn.name} is not: leave "
                                "it to the default strategy, without to_local or to_private")
-        return self.address_of(binding, offset, ranges)
+        return self.address_of(binding, offset, tested_ranges)
 
     # -- the kernel function
     def kernel(self, phase: Phase, hoisted: dict, outputs: list, status: str,

@@ -308,11 +308,11 @@ class KernelEmitter:
 
     # -- expressions and acceptors
     def resolve(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list):
-        """(binding, offset): the buffer or scalar ``ph`` denotes (``dpia.index_paths``), its
-        checks written to ``checks``."""
+        """(binding, offset, ranges): the buffer or scalar ``ph`` denotes (``dpia.index_paths``),
+        its checks written to ``checks``, and the ranges past them, to print the offset with."""
         place = paths.resolve(ph, env, ranges, self.size_names)
         tested = self.write_needs(place.needs, ranges, checks)
-        return place.binding, place.offset.xreplace(tested)
+        return place.binding, place.offset.xreplace(tested), paths.past_tests(place.needs, ranges)
 
     def index(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> sympy.Expr:
         """The integer ``ph`` as an index expression (``dpia.index_paths``), its checks written to ``checks``."""
@@ -336,6 +336,7 @@ class KernelEmitter:
                 case paths.NonzeroDivisor(d):
                     checks.append(Check(f"if ({strip_parentheses(self.cint(d, ranges))} == 0) "
                                         f"{self.exit.fail(STATUS_DIVISION_BY_ZERO)}"))
+                    ranges = paths.past_tests((need,), ranges)
                 case paths.InRange(i, length, loc, proof, None):
                     facts = (f"0 <= {proof.low}", f"{proof.high} <= {length} - 1") + proof.facts
                     self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
@@ -355,11 +356,11 @@ class KernelEmitter:
         return tested
 
     def lvalue(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
-        binding, offset = self.resolve(ph, env, ranges, checks)
+        binding, offset, tested_ranges = self.resolve(ph, env, ranges, checks)
         if isinstance(binding, ScalarVariable):
             assert offset == 0, (ph, offset)
             return binding.cname
-        return f"{binding.cname}[{self.subscript(offset, ranges)}]"
+        return f"{binding.cname}[{self.subscript(offset, tested_ranges)}]"
 
     def subscript(self, offset, ranges: Ranges) -> str:
         """The C of the subscript ``offset``, its parts that an enclosing loop keeps running
@@ -386,9 +387,10 @@ class KernelEmitter:
         return print_size(truncating_divisions(e, ranges), self.size_target, self.size_name)
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
-        return self.address_of(*self.resolve(ph, env, ranges, checks), ranges)
+        return self.address_of(*self.resolve(ph, env, ranges, checks))
 
     def address_of(self, binding, offset, ranges: Ranges) -> str:
+        """The address of ``offset`` elements into ``binding``, ``ranges`` what holds there."""
         if isinstance(binding, ScalarVariable):
             return f"&{binding.cname}"
         offset = simplify_index(offset, ranges)
@@ -471,8 +473,10 @@ class KernelEmitter:
                 # not stored: its uses see the expression, which the loop ranges can then
                 # simplify (fsmooth.dps.ranges); its checks stay here
                 checks: list = []
-                symbolic = self.index(value, env, ranges, checks)
-                return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic)}, ranges)
+                symbolic = paths.index(value, env, ranges, self.size_names)
+                self.write_needs(symbolic.needs, ranges, checks)
+                return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic.expr)},
+                                          paths.past_tests(symbolic.needs, ranges))
             case p.New(name, data, body, None):
                 assert isinstance(data, p.Num), f"array {name} outside the arena"
                 cname = self.namer.fresh(name)

@@ -141,6 +141,16 @@ class Place:
     needs: tuple
 
 
+def past_tests(needs: tuple, ranges: Ranges) -> Ranges:
+    """The ranges past the run-time tests of ``needs`` (written in their order): a divisor tested
+    nonzero is ≥ 1 there where it is ≥ 0 (``Ranges.tested_nonzero``), so that ``v[i % length(v)]``
+    is in range and its ``%`` is C's own once its zero test has passed."""
+    for need in needs:
+        if isinstance(need, NonzeroDivisor):
+            ranges = ranges.tested_nonzero(need.divisor)
+    return ranges
+
+
 def needs_a_test(needs: tuple, ranges: Ranges, sizes: dict) -> bool:
     """Whether code generation of something that needs ``needs`` writes a run-time test."""
     for need in needs:
@@ -222,7 +232,8 @@ def _resolve(ph: p.Phrase, offset, env: dict, ranges: Ranges, sizes: dict, needs
             at = i.expr
             if checked:
                 length = rename(length, env, sizes)
-                proof = in_range(simplify_index(at, ranges), length, ranges)
+                tested_ranges = past_tests(needs, ranges)  # the tests of needs come first
+                proof = in_range(simplify_index(at, tested_ranges), length, tested_ranges)
                 tested = None if proof is not None else sympy.Dummy("tested", integer=True)
                 needs += (InRange(at, length, loc, proof, tested),)
                 at = at if tested is None else tested
@@ -297,7 +308,7 @@ def _arithmetic(ph: p.ScalarOp, env: dict, ranges: Ranges, sizes: dict, memo: di
             # Python's floor semantics are sympy's: kept symbolic, the loop ranges may
             # remove the division (fsmooth.dps.ranges); the zero test stays unless they prove d ≥ 1.
             x, d = xs
-            if not ph.nonzero_divisor and not positive(d, ranges):
+            if not ph.nonzero_divisor and not positive(d, past_tests(needs, ranges)):
                 needs += (NonzeroDivisor(d),)
             if d.is_zero:  # the test above always fails: sympy's quotient would be zoo
                 return Value(sympy.Integer(0), needs)

@@ -128,8 +128,10 @@ class _Walk:
                 inner = {**env, index: ScalarVariable(index)}
                 return dataclasses.replace(c, body=self.comm(body, inner, _with_range(ranges, index, n)))
             case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if paths.integer_let(c, env):
-                inner = {**env, name: SymbolicInteger(paths.index(value, env, ranges, sizes).expr)}
-                return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
+                symbolic = paths.index(value, env, ranges, sizes)
+                inner = {**env, name: SymbolicInteger(symbolic.expr)}
+                return dataclasses.replace(c, body=p.Seq((first, self.comm(
+                    p.seq(*rest), inner, paths.past_tests(symbolic.needs, ranges)))))
             case p.New(name, data, body):
                 binding = ScalarVariable(name) if isinstance(data, p.Num) else BufferVariable(name)
                 return dataclasses.replace(c, body=self.comm(body, {**env, name: binding}, ranges))
@@ -194,8 +196,10 @@ class _VectorBody:
                 return p.Seq(tuple(self.comm(x, env, ranges) for x in cmds))
             case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if paths.integer_let(c, env):
                 # symbolic: an index of the first lane, which each lane shifts (Lanes.env)
-                inner = {**env, name: SymbolicInteger(paths.index(value, env, ranges, sizes).expr)}
-                return dataclasses.replace(c, body=p.Seq((first, self.comm(p.seq(*rest), inner, ranges))))
+                symbolic = paths.index(value, env, ranges, sizes)
+                inner = {**env, name: SymbolicInteger(symbolic.expr)}
+                return dataclasses.replace(c, body=p.Seq((first, self.comm(
+                    p.seq(*rest), inner, paths.past_tests(symbolic.needs, ranges)))))
             case p.New(name, p.Num(scalar), body, None) if scalar in VECTOR_SCALARS:
                 inner = dataclasses.replace(self, vectors=self.vectors | {name})
                 return dataclasses.replace(c, data=p.Vec(scalar, w),

@@ -44,12 +44,14 @@ class Ranges:
     enclosing ``if`` that says e ≤ hi; ``naturals``, the symbols known to be ≥ 0 beyond their
     own assumptions (code generation's names of the sizes); ``fitting``, expressions of them
     known to fit int64 (what the size check computed before the call, the loops' counts:
-    ``overflow_conditions``)."""
+    ``overflow_conditions``); ``nonzero``, the divisors that a run-time test before this point
+    found nonzero (code generation's ``NonzeroDivisor``: the call fails where one is 0)."""
 
     loops: tuple = ()
     facts: tuple = ()
     naturals: frozenset = frozenset()
     fitting: tuple = ()
+    nonzero: frozenset = frozenset()
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
         """The ranges inside a loop of ``variable`` over lo .. hi, whose count, a value of the
@@ -62,6 +64,10 @@ class Ranges:
         own range is kept) or an enclosing ``if`` already bounds it."""
         e = sympy.expand(e)
         return self if e in self else dataclasses.replace(self, facts=self.facts + ((e, hi),))
+
+    def tested_nonzero(self, divisor: sympy.Expr) -> Ranges:
+        """The ranges past a run-time test that ``divisor`` is not 0."""
+        return dataclasses.replace(self, nonzero=self.nonzero | {sympy.expand(divisor)})
 
     def bounds_of(self, e: sympy.Expr):
         """(lo, hi) of a loop variable, (None, hi) of an expression an ``if`` bounds, else None."""
@@ -90,6 +96,7 @@ class Ranges:
                 symbols |= sympy.sympify(lo).free_symbols | sympy.sympify(hi).free_symbols
         used.reverse()
         used += [f"{fact} <= {hi}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
+        used += [f"{d} != 0 (tested)" for d in sorted(self.nonzero, key=str) if d.free_symbols & symbols]
         return tuple(used)
 
 
@@ -466,14 +473,18 @@ def _division_interval(e: sympy.Expr, ranges: Ranges):
 
 @lru_cache(maxsize=4096)
 def positive(d: sympy.Expr, ranges: Ranges) -> bool:
-    """d ≥ 1: a positive constant, or a factor of the trip count of a loop in scope (inside
-    ``for k < d·q`` the loop runs, so d·q ≥ 1, and with q ≥ 0 an integer, q ≥ 1 and d ≥ 1).  A
-    value that code generation cannot see into is a fresh placeholder symbol, a factor of no
-    trip count, and a value read into a variable is not known to be ≥ 0 (``nonnegative``): so no
-    divisor read from an array is called nonzero unless the loop it counts proves it."""
+    """d ≥ 1: a positive constant, a factor of the trip count of a loop in scope (inside
+    ``for k < d·q`` the loop runs, so d·q ≥ 1, and with q ≥ 0 an integer, q ≥ 1 and d ≥ 1), or a
+    nonnegative divisor tested nonzero before (``Ranges.nonzero``: ``x % length(v)`` past its
+    zero test).  A value that code generation cannot see into is a fresh placeholder symbol, a
+    factor of no trip count, and a value read into a variable is not known to be ≥ 0
+    (``nonnegative``): so no divisor read from an array is called nonzero unless the loop it
+    counts proves it, or a test did and it is an array's length."""
     d = sympy.sympify(d)
     if d.is_Integer:
         return d >= 1
+    if sympy.expand(d) in ranges.nonzero and nonnegative(d, ranges):
+        return True
     for _, lo, hi in ranges.loops:
         if lo != 0:
             continue

@@ -3,6 +3,7 @@ implementation, agrees on the checksums and writes its outputs.  No timing is as
 import json
 import math
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -137,6 +138,54 @@ def test_adbench_memory_ladder_quick(tmp_path):
     leaky, default = growth.values()
     assert leaky[-1] - leaky[0] > 500, growth  # about 1 MB a call leaks at this size
     assert abs(default[-1] - default[0]) <= 256, growth
+    # the target, counted in bytes: the default's peak is its inputs plus its computed scratch
+    heap = results["heap"]["gmm"]
+    assert set(heap) == {f"fsmooth-{adbench_impls.DEFAULT_VARIANT}", "manual"}
+    for key, by_calls in heap.items():
+        assert set(by_calls) == set(calls), key
+        for run in by_calls.values():
+            assert "error" not in run, (key, run)
+            assert abs(run["inputs_heap_bytes"] - run["inputs_bytes"]) <= 4096, (key, run)
+    for run in heap[f"fsmooth-{adbench_impls.DEFAULT_VARIANT}"].values():
+        assert run["scratch_bytes"] > 0
+        assert 0 <= run["peak_growth_bytes"] - run["scratch_bytes"] <= 4096, run
+    section = (tmp_path / "RESULTS.md").read_text()
+    assert "### Memory ladder" in section and "#### Reading against the target" in section
+
+
+def test_adbench_time_and_memory_runs_keep_each_others_subsection(tmp_path):
+    """A time run rewrites the time subsection of the ADBench section and a memory run the
+    memory ladder, each keeping the other's as the report has it (a time run whose --out held no
+    adbench_memory.json once dropped the ladder), and the report's other sections."""
+    sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from benchmarks import adbench_report
+    finally:
+        sys.path.remove(str(REPO_ROOT))
+    committed = REPO_ROOT / "benchmarks" / "results"
+    times, memory = tmp_path / "times", tmp_path / "memory"
+    for folder, name in ((times, "adbench.json"), (memory, "adbench_memory.json")):
+        folder.mkdir()
+        shutil.copy(committed / name, folder / name)
+    report = tmp_path / "RESULTS.md"
+    report.write_text("# Other\n\nkept\n")
+
+    adbench_report.write_section(report, memory, ("memory",))
+    first = report.read_text()
+    assert "### Memory ladder" in first and "### Time" not in first
+    ladder = first[first.index("### Memory ladder"):]
+    adbench_report.write_section(report, times, ("time",))
+    both = report.read_text()
+    assert both.startswith("# Other\n\nkept\n") and both.count("## ADBench (issue 11)") == 1
+    assert both.index("### Time") < both.index("### Memory ladder") and both.endswith(ladder)
+    time_part = both[both.index("### Time"):both.index("### Memory ladder")]
+
+    results = json.loads((memory / "adbench_memory.json").read_text())
+    results["machine"]["date"] = "1999-12-31 23:59 UTC"  # a new memory run
+    (memory / "adbench_memory.json").write_text(json.dumps(results))
+    adbench_report.write_section(report, memory, ("memory",))
+    again = report.read_text()
+    assert time_part in again and "1999-12-31 23:59 UTC" in again and again.count("### Memory ladder") == 1
 
 
 def test_scan_filter_benchmark_checks_and_times_every_case(tmp_path):

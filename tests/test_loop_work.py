@@ -321,6 +321,44 @@ def test_a_loop_invariant_check_runs_once_before_the_loop_through_the_abi(tmp_pa
 
 
 @fs.kernel
+def wrapped_reads(v: Array[Double], n: Card) -> Double:
+    """The micro-benchmarks' consumer (benchmarks/micro_kernels.py, read_twice): reads at indices
+    taken modulo the length, from a nonnegative dividend and from one of either sign."""
+    return ifold(lambda acc, it: acc + v[it % length(v)] + v[(it * 7 + 1) % length(v)]
+                 + v[(it - 3) % length(v)], 0.0, n)
+
+
+def test_a_read_modulo_its_length_is_proven_past_the_zero_test_through_the_abi(tmp_path):
+    """v[x % length(v)] once the zero test of length(v) has passed (before the loop) needs no
+    range test: 0 <= x % length(v) < length(v), whatever x's sign; where x >= 0 too, the %
+    is C's own, without fs_mod_i64's sign fix.  Before, every trip tested every read and fixed
+    every remainder's sign (2 tests and 2 sign fixes a trip more than the hand-written C of the
+    micro-benchmark add3; now it is instruction for instruction the same there)."""
+    f = wrapped_reads
+    artifact = compile_to_c(f.program(), Options())
+    source = artifact.source
+    assert _checks_in_loops(source) == 0
+    assert source.count("v_d0 == 0)") == 1  # one zero test, before the loop, for the three reads
+    assert source.count("fs_mod_i64(") == 1  # it - 3 may be negative: Python's sign kept
+    assert "(it % v_d0)" in source and "((1 + (7 * it)) % v_d0)" in source
+    records = artifact.interfaces[f.name].range_checks
+    assert len(records) == 3 and not any(r.emitted for r in records)
+    assert all("v_d0 != 0 (tested)" in r.facts for r in records), records
+    run_c = Runner(artifact, tmp_path, f.name)
+    rng = rng_for("wrapped")
+    for size, n in ((1, 5), (3, 10), (100, 1000), (7, 0), (0, 0)):
+        v = rng.uniform(-1, 1, size)
+        expected = sum(v[it % size] + v[(it * 7 + 1) % size] + v[(it - 3) % size] for it in range(n))
+        for call in (f, f.reference, run_c):
+            assert math.isclose(call(v, n), expected, rel_tol=1e-12, abs_tol=1e-12), (size, n)
+    empty = np.zeros(0)
+    assert run_c(empty, 3) == ("status", 2)
+    for call in (f, f.reference):
+        with pytest.raises(ZeroDivisionError):
+            call(empty, 3)
+
+
+@fs.kernel
 def scaled_or_kept(v: Array[Double], w: Array[Double], c: Double) -> Array[Double]:
     """v[i] for i < length(w), read only where c > 0: a run-time range test, not a size check."""
     return build(length(w), lambda i: v[i] * c) if c > 0.0 else w

@@ -129,6 +129,20 @@ def test_a_divisor_read_from_an_array_is_never_proven_nonzero():
         divide_by_read.reference(np.array([0, 1]))
 
 
+def test_a_size_past_its_zero_test_is_positive_and_a_read_divisor_still_not():
+    """``Ranges.nonzero``: a divisor tested nonzero before the point is ≥ 1 there only where it is
+    ≥ 0 (a size); a value read from an array that passed its zero test may be negative."""
+    x = sympy.Symbol("x", integer=True)
+    k, n = sympy.Symbol("k", integer=True), sympy.Symbol("n", integer=True)
+    sizes = Ranges(naturals=frozenset({n}))
+    assert not positive(n, sizes) and positive(n, sizes.tested_nonzero(n))
+    assert not positive(x, sizes.tested_nonzero(x)) and not positive(n, sizes.tested_nonzero(x))
+    loop = sizes.inside(k, sympy.Integer(9))  # a loop of 10 trips says nothing of n
+    proof = in_range(sympy.Mod(k + 5, n), n, loop.tested_nonzero(n))
+    assert proof is not None and "n != 0 (tested)" in proof.facts
+    assert in_range(sympy.Mod(k + 5, n), n, loop) is None
+
+
 # ----------------------------------------------------------------------------- soundness, by enumeration
 
 _N, _M = sympy.symbols("n m", integer=True)  # sizes, as code generation names them: ≥ 0 by ``naturals``
