@@ -227,7 +227,10 @@ def test_sizes_are_checked_in_kernel_bodies_and_on_the_host(context):
 def test_vectorised_scal_uses_vector_loads():
     a = blas.scal.opencl_artifact()
     assert "vload4(" in a.source and "vstore4(" in a.source
-    assert a.launches[0].global_size == (sympy.ceiling(size_symbol("x_d0") / 4),)
+    # one work-item per 4 elements, in whole groups of 256 (a local size left to the
+    # implementation must divide the global size: groups of one for a prime count)
+    assert a.launches[0].global_size == (256 * sympy.ceiling(sympy.ceiling(size_symbol("x_d0") / 4) / 256),)
+    assert a.launches[0].local_size == (256,)
 
 
 def test_default_strategy_sequential_reduction_is_one_work_item():
@@ -236,7 +239,7 @@ def test_default_strategy_sequential_reduction_is_one_work_item():
     a = linalg.vector_sum.opencl_artifact()
     assert [(l.global_size, l.local_size) for l in a.launches] == [((1,), (1,))]
     a = linalg.vector_add.opencl_artifact()
-    assert "get_global_id(0)" in a.source and a.launches[0].local_size is None
+    assert "get_global_id(0)" in a.source and a.launches[0].local_size == (256,)
 
 
 @fs.kernel
@@ -254,7 +257,8 @@ def test_default_strategy_maps_a_loop_nest_onto_two_dimensions(context, rng):
     """A build whose element is a build of a size the launch knows runs one work-item per
     element, the inner loop on dimension 0 (neighbouring work-items read neighbouring elements)."""
     a = scaled_matrix.opencl_artifact()
-    assert [tuple(map(str, l.global_size)) for l in a.launches] == [("m_d1", "m_d0")]
+    assert [(tuple(map(str, l.global_size)), l.local_size) for l in a.launches] == [
+        (("256*ceiling(m_d1/256)", "m_d0"), (256, 1))]
     body = a.source.split("__kernel", 1)[1]
     assert body.index("get_global_id(1)") < body.index("get_global_id(0)")
     for shape in ((0, 0), (0, 4), (4, 0), (1, 1), (3, 130), (65, 9)):
