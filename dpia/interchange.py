@@ -25,7 +25,9 @@ when
 - no step can fail (no checked read, no call, no integer arithmetic or conversion that is checked
   at run time), so the first error of the original order cannot become another one.
 
-It is done where it makes memory be walked along rows: some read of a step has the fold's
+It is done where it makes memory be walked along rows, in a fold of a count known only at run
+time (one of a constant count, which the C compiler unrolls, sees all its reads at once, and one
+of a single trip gains nothing): some read of a step has the fold's
 variable before a parfor's of the nest in its index path (``weights[b][v]``: consecutive v's are
 adjacent once b is outermost) and none has the variable of a parfor of the nest or around it
 before the fold's (``a[i][k]`` of a matrix product ``a·b``, whose row the fold walks already: the
@@ -121,8 +123,12 @@ def _may_fail(ph: p.Phrase) -> bool:
 
 
 def _walks_columns(nest: _Nest, around: frozenset) -> bool:
-    """Some read of a step has the fold's variable before a parfor's of the nest in its index
-    path, and none has a parfor's (of the nest or around it) before the fold's."""
+    """The fold's count is not a constant, some read of a step has the fold's variable before a
+    parfor's of the nest in its index path, and none has a parfor's (of the nest or around it)
+    before the fold's."""
+    match nest.count:
+        case p.Literal() | p.NatExp(sympy.Integer()):
+            return False
     parfors = {loop.index for loop in nest.loops}
     orders = [_order(path, nest.index, parfors, around) for path in _index_paths(nest.step)]
     return "fold first" in orders and "parfor first" not in orders
