@@ -27,11 +27,11 @@ when
 
 It is done where it makes memory be walked along rows, in a fold of a count known only at run
 time (one of a constant count, which the C compiler unrolls, sees all its reads at once, and one
-of a single trip gains nothing): some read of a step has the fold's
-variable before a parfor's of the nest in its index path (``weights[b][v]``: consecutive v's are
-adjacent once b is outermost) and none has the variable of a parfor of the nest or around it
-before the fold's (``a[i][k]`` of a matrix product ``a·b``, whose row the fold walks already: the
-product keeps its order).  A parallel parfor (OpenMP,
+of a single trip gains nothing): some read of a step has the fold's variable in its index path
+and a parfor's of the nest last (``weights[b][v]``: consecutive v's are adjacent once b is
+outermost; not inside a parallel parfor of v, which stays outermost) and none has the variable of
+a parfor of the nest or around it before the fold's (``a[i][k]`` of a matrix product ``a·b``,
+whose row the fold walks already: the product keeps its order).  A parallel parfor (OpenMP,
 ``dps.parallel``) keeps its loop outermost.  OpenCL does not run this pass: there a work item
 owns each element, and its fold is its own sequential loop.
 """
@@ -123,9 +123,9 @@ def _may_fail(ph: p.Phrase) -> bool:
 
 
 def _walks_columns(nest: _Nest, around: frozenset) -> bool:
-    """The fold's count is not a constant, some read of a step has the fold's variable before a
-    parfor's of the nest in its index path, and none has a parfor's (of the nest or around it)
-    before the fold's."""
+    """The fold's count is not a constant, some read of a step has the fold's variable in its
+    index path and a parfor's of the nest last (its row, which the interchange walks along), and
+    none has a parfor's (of the nest or around it) before the fold's."""
     match nest.count:
         case p.Literal() | p.NatExp(sympy.Integer()):
             return False
@@ -141,7 +141,7 @@ def _order(path: list, fold: str, parfors: set, around: frozenset) -> str | None
     at = names.index(fold)
     if any(n in parfors or n in around for n in names[:at]):
         return "parfor first"
-    if any(n in parfors for n in names[at + 1:]):
+    if at < len(names) - 1 and names[-1] in parfors:
         return "fold first"
     return None
 

@@ -24,12 +24,10 @@ def imperative_body(kernel: fs.Kernel) -> p.Phrase:
     return trace.last("interchange").kernels[kernel.name].body
 
 
-def folds_around_builds(body: p.Phrase, parallel: bool = False) -> list[str]:
-    """The index of every ``for`` (a fold's loop) that has a ``parfor`` (a build's; one that runs on
-    threads, if ``parallel``) inside it."""
+def folds_around_builds(body: p.Phrase) -> list[str]:
+    """The index of every ``for`` (a fold's loop) that has a ``parfor`` (a build's) inside it."""
     return [c.index for c in p.walk(body)
-            if isinstance(c, p.For) and any(isinstance(inner, p.ParFor) and inner.parallel >= parallel
-                                            for inner in p.walk(c.body))]
+            if isinstance(c, p.For) and any(isinstance(inner, p.ParFor) for inner in p.walk(c.body))]
 
 
 def skinning_args(rng, vertices: int, bones: int = 22) -> tuple:
@@ -79,10 +77,10 @@ def test_a_fold_along_rows_of_a_constant_count_or_that_may_fail_keeps_its_place_
     # a[i][k] is read along its row already: the product keeps its order
     assert folds_around_builds(imperative_body(matrix_product)) == []
     assert folds_around_builds(imperative_body(column_sums_scaled)) == []
-    # the loop on threads stays outermost; the fold goes outside the build inside it
+    # the loop on threads stays outermost; inside it, weights[b][v] is read down a column either way
     on_threads = imperative_body(loop_work.skinned.with_options(parallel=True))
     assert any(isinstance(c, p.ParFor) and c.parallel for c in p.walk(on_threads))
-    assert folds_around_builds(on_threads, parallel=True) == [] and folds_around_builds(on_threads) == ["b"]
+    assert folds_around_builds(on_threads) == []
     m = np.random.default_rng(1).uniform(-1.0, 1.0, (6, 5))
     np.testing.assert_allclose(column_sums_scaled(m, 2), (m * (np.arange(6) // 2)[:, None]).sum(axis=0))
     with pytest.raises(ZeroDivisionError):
