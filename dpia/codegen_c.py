@@ -55,11 +55,13 @@ from .index_paths import BufferVariable, ScalarVariable, index_symbol
 OPENMP = (("-fopenmp",), ("gomp",))
 THREAD_C = "fs_thread"  # the C of dps.parallel.THREAD: fs_ names are the runtime's, Namer gives none
 BOEHM_GC = ((), ("gc",))
-# Options.fastmath: reassociation, so that a floating-point reduction vectorises.  Not -ffast-math:
+# Options.fastmath: reassociation, so that a floating-point reduction vectorises, and a multiply
+# and an add contracted into one fused multiply-add (rounded once: what g++ does by default, and
+# ADBench's manual C++ with it; -std=c99 alone contracts nothing).  Not -ffast-math:
 # -ffinite-math-only would let the compiler assume no NaN or inf (isnan folded to false), so NaN
-# and inf stay IEEE and only the order of additions and multiplications (rounding, and the sign
-# of a zero result) may change.
-FASTMATH = (("-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math"), ())
+# and inf stay IEEE and only the order of additions and multiplications and their rounding (and
+# the sign of a zero result) may change.
+FASTMATH = (("-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math", "-ffp-contract=fast"), ())
 
 
 class CKernelEmitter(KernelEmitter):

@@ -2,7 +2,7 @@
 
     C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce, licm,
             guards_to_bounds, to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
-            ─▶ dpia ─▶ c
+            ─▶ dpia ─▶ interchange ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ shape ─▶ dps ─▶ simplify_allocs
             ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
 
@@ -65,11 +65,14 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     """The C back end's passes; the kernels are exported as ``<module>_<kernel>``, by default with
     the module of the program's source (``c_module``)."""
     from fsmooth.dpia.codegen_c import generate_c
+    from fsmooth.dpia.interchange import interchange_program
     from fsmooth.dpia.translate import dpia_program
 
     return (*_front_passes(options, inline_every=False, target="c"),
             Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
-            Pass("c", lambda forms, report: generate_c(forms["dpia"], module or c_module(forms["core"]), options)))
+            Pass("interchange", lambda forms, report: interchange_program(forms["dpia"]) if options.interchange
+                 else forms["dpia"]),
+            Pass("c", lambda forms, report: generate_c(forms["interchange"], module or c_module(forms["core"]), options)))
 
 
 def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:

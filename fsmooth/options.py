@@ -34,6 +34,7 @@ class Options:
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone is kept running, one addition per trip")
+    interchange: bool = _optimisation("C", "a fold nested in builds that reads down columns runs outermost, each element's state in its place (dpia.interchange)")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun

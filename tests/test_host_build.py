@@ -104,6 +104,7 @@ def test_kernels_are_built_for_the_host_unless_told_not(monkeypatch, rng):
 def test_fastmath_reassociates_but_keeps_nan_and_inf():
     flags = compile_to_c(total.program(), Options(fastmath=True)).compile_args
     assert "-fassociative-math" in flags
+    assert "-ffp-contract=fast" in flags  # multiply-adds fused, as g++ -O3 fuses them by default
     # -ffast-math would bring -ffinite-math-only: isnan folded to false
     assert not {"-ffast-math", "-ffinite-math-only", "-fno-honor-nans", "-fno-honor-infinities"} & set(flags)
     assert compile_to_c(total.program(), total.options).compile_args == ()

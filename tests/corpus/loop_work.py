@@ -75,6 +75,17 @@ def signed_zero_sums(v: Array[Double], i: Index, z: Double) -> Double:
     return ifold(lambda a, j: a + (v[j] if j < i else 0.0), z, length(v))
 
 
+@fs.kernel
+def skinned(weights: Array[Array[Double]], transforms: Array[Array[Array[Double]]],
+            points: Array[Array[Double]]) -> Array[Array[Double]]:
+    """ADBench's skinning, Σ_b weights[b][v] (transforms[b] · points[v])[r]: the fold over b reads
+    weights down a column, so it runs outermost, each element accumulating in place
+    (``fsmooth.dpia.interchange``), bit for bit the same sums."""
+    return build(length(points), lambda v: build(3, lambda r: ifold(
+        lambda acc, b: acc + weights[b][v] * ifold(lambda s, c: s + transforms[b][r][c] * points[v][c], 0.0, 4),
+        0.0, length(weights))))
+
+
 # ----------------------------------------------------------------------------- numpy oracles
 
 def np_fused_exp_sin(v, w):
@@ -125,3 +136,7 @@ def np_guarded_count(v, i):
 
 def np_signed_zero_sums(v, i, z):
     return z + float(np.sum(v[:max(i, 0)]))
+
+
+def np_skinned(weights, transforms, points):
+    return np.einsum("bv,brc,vc->vr", weights, transforms[:, :3, :4], points[:, :4])
