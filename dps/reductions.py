@@ -4,8 +4,8 @@ An ifold is a *reduction* when its body combines the state with an element that 
 depend on the state: ``acc ⊕ f(i)`` or ``f(i) ⊕ acc``, ``acc`` occurring nowhere else in the body,
 for ⊕ one of
 
-    +  *  on Double, Index, Card        (identity -0.0 / 1.0, 0 / 1)
-    min max on Double (``acc`` first), Index, Card   (identity ±inf, the int64 extremes, 0 for Card max)
+    +  *  on Double, Float, Index, Card        (identity -0.0 / 1.0, 0 / 1)
+    min max on Double and Float (``acc`` first), Index, Card   (identity ±inf, the int64 extremes, 0 for Card max)
 
 or a tuple state whose every component is such a reduction of its own component
 (``(max(acc[0], v[i]), acc[1] + w[i])``): component k reads only ``acc[k]``, once, in its own
@@ -14,7 +14,7 @@ iterations can be split into contiguous chunks, each folded from the identity of
 partial, and the partials combined in order with ``init``: ``init ⊕ p_0 ⊕ … ⊕ p_{T-1}``.
 
 What that changes, per operator:
-- ``+`` and ``*`` on Double are associative only up to rounding: a regrouped sum may round
+- ``+`` and ``*`` on Double (and Float) are associative only up to rounding: a regrouped sum may round
   differently (and overflow to ±inf, or not, where the sequential one does the other).  That is
   the reassociation ``Options.parallel`` allows (README).  -0.0 is the identity of IEEE addition
   (-0.0 + x is x for every x, -0.0 included; 0.0 + -0.0 is 0.0), 1.0 that of multiplication.
@@ -22,7 +22,7 @@ What that changes, per operator:
   ``fs_max_d``), so ``max(acc, x)`` folds to the leftmost maximum, and a NaN element is never
   taken (``x > acc`` is false): the regrouped fold gives the same bits, signed zeros and NaN
   included, from the identity ±inf.  ``max(x, acc)`` is not associative once a NaN occurs
-  (``max(max(3, NaN), 1)``, taken that way, is 1, and 3 regrouped): on Double it is not a
+  (``max(max(3, NaN), 1)``, taken that way, is 1, and 3 regrouped): on Double or Float it is not a
   reduction.  On integers both orders are (equal integers are indistinguishable).
 - ``+`` and ``*`` on Index and Card are associative, but one grouping may overflow int64 where
   the other does not, and an overflow is an error (``OverflowError``, status 6):
@@ -39,20 +39,21 @@ import math
 from dataclasses import dataclass, replace
 
 from fsmooth.core import Lit, Var
-from fsmooth.types import Card, Double, Index, Scalar, TupleT
+from fsmooth.types import Card, Double, Float, Index, Scalar, TupleT
 
 from . import ir
 from .terms import names_used
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
-# (operator, type) -> its identity; an operator on Double whose state must be its first operand
+# (operator, type) -> its identity; an operator on a float type whose state must be its first operand
 IDENTITIES = {
     ("add", Double): -0.0, ("mul", Double): 1.0, ("min", Double): math.inf, ("max", Double): -math.inf,
+    ("add", Float): -0.0, ("mul", Float): 1.0, ("min", Float): math.inf, ("max", Float): -math.inf,
     ("add", Index): 0, ("mul", Index): 1, ("min", Index): INT64_MAX, ("max", Index): INT64_MIN,
     ("add", Card): 0, ("mul", Card): 1, ("min", Card): INT64_MAX, ("max", Card): 0,
 }
-STATE_FIRST = {("min", Double), ("max", Double)}
+STATE_FIRST = {("min", Double), ("max", Double), ("min", Float), ("max", Float)}
 
 
 @dataclass(frozen=True)
