@@ -28,7 +28,11 @@ one taken may differ: README, "Reductions on OpenCL").  Index and Card + and * s
 as ``dps.parallel`` keeps them: a regrouped sum may overflow int64 where the sequential one does
 not, and an overflow must be an error exactly where the reference's is.  An ifold whose count is
 not known from the input sizes (read from an array) stays sequential: a launch's NDRange is
-fixed before it runs.
+fixed before it runs; so does one whose count, known when compiling, is less than a group's
+lanes.  A symbolic count is always made parallel (at a small size the two launches of one group
+each cost more than the fold would: the sizes are not known until the call).  A fold whose body
+has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
+(width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
 
 The pass returns the rewritten program and one line per top-level ifold saying what was chosen
 and why, which the OpenCL program's first comment repeats (``fsmooth explain --stage opencl``).
@@ -82,13 +86,16 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     notes, rewritten = [], {}
     for fold in folds:
         state = fold.fn.params[0][0]
-        why_not = _why_sequential(found.get(state))
+        why_not = _why_sequential(found.get(state), tuning)
         if why_not:
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {why_not}")
             continue
         red, count = found[state]
-        rewritten[id(fold)] = _parallel(fold, red.monoids, tuning, names)
-        notes.append(_note(state, count, red.monoids, tuning))
+        shape = _shape(fold, tuning)
+        rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names)
+        notes.append(_note(state, count, red.monoids, shape) + ("" if shape == tuning else
+                     "; its body has loops of its own, so each lane takes whole elements, one a round "
+                     "at least (width 1, items 1): an element's work dwarfs the reduction's"))
     if not rewritten:
         return AutoReductions(program, tuple(notes))
     from .anf import anf_kernel
@@ -98,6 +105,15 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
     return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes))
+
+
+def _shape(fold: Ifold, tuning: OpenCLReduction) -> OpenCLReduction:
+    """The shape of ``fold``'s reduction: ``tuning``, but where the body has loops of its own
+    (GMM's per-point builds over the components) no vectors, whose lanes would run those loops one
+    by one anyway, and as many groups as elements allow, since each element is much work."""
+    if any(isinstance(node, (Build, Ifold, core.Iscan, core.Filter)) for node in core.walk(fold.fn.body)):
+        return replace(tuning, width=1, items=1)
+    return tuning
 
 
 def _top_level(e: core.Expr):
@@ -131,7 +147,7 @@ def _reductions(program: core.Program) -> dict:
             for t in ir.walk(k.body) if isinstance(t, ir.Ifold)}
 
 
-def _why_sequential(found) -> str | None:
+def _why_sequential(found, tuning: OpenCLReduction) -> str | None:
     if found is None:
         return "not a fold of scalars"
     red, count = found
@@ -139,6 +155,9 @@ def _why_sequential(found) -> str | None:
         return "not a reduction (its body is not acc ⊕ f(i) with ⊕ one of + * min max, per component)"
     if count is None:
         return "its count is not known from the input sizes, and a launch's size is fixed before it runs"
+    if count.is_Integer and count < tuning.elements:
+        return (f"{count} iterations, known when compiling, are fewer than one work-group's "
+                f"{tuning.elements} lanes: two launches would cost more than the fold")
     overflowing = [m for m in red.monoids if m.may_overflow]
     if overflowing:
         m = overflowing[0]
