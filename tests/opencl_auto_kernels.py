@@ -79,3 +79,9 @@ ORACLES = {
     "sum_index": lambda v: int(np.sum(v)),
     "normalise": lambda x: (x / (np.float32(np.sum(np.abs(x), dtype=np.float64)) + np.float32(1))).astype(np.float32),
 }
+
+
+@fs.kernel
+def sum_first_ten(x: Array[Double]) -> Double:
+    """10 iterations, known when compiling: fewer than a group's lanes, so sequential."""
+    return ifold(lambda acc, i: acc + x[i], 0.0, 10)

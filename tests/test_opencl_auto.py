@@ -89,6 +89,24 @@ def test_integer_sum_stays_sequential_and_says_why():
     assert _work(auto.sum_index.opencl_artifact(), 10 ** 6) == [(1, 1)]
 
 
+def test_a_short_fold_known_when_compiling_stays_sequential():
+    notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
+    assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
+    assert _work(auto.sum_first_ten.opencl_artifact(), 100) == [(1, 1)]
+
+
+def test_a_fold_with_loops_in_its_body_gets_whole_elements_per_lane():
+    """GMM's fold over the points (each point a build over the components): scalar lanes, one
+    point a lane a round, so 10,000 points take 40 groups of 256 (not 1 group of 16 a lane)."""
+    from corpus import gmm
+
+    notes = _trace(gmm.gmm_objective).last("auto_reductions").notes
+    assert "loops of its own" in notes[0] and "local=256,width=1,items=1" in notes[0]
+    work = _work(gmm.gmm_objective.opencl_artifact(), 10_000)
+    first = work.index((40 * 256, 256))
+    assert work[first + 1] == (256, 256)
+
+
 def test_annotated_programs_are_left_as_written():
     """blas.dot's strategy is the user's: the pass changes nothing and the source says nothing new."""
     trace = _trace(blas.dot)
