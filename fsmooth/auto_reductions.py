@@ -34,6 +34,15 @@ each cost more than the fold would: the sizes are not known until the call).  A 
 has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
 (width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
 
+A map of reductions at the top of the entry kernel, ``build(m, λ i. … ifold(λ a j. a ⊕ f(i, j), z, n)
+…)`` of scalars (row sums, gemv, softmax's per-row max and sum), gets one work-group per element:
+each reduction of the element's body is folded by the group's ``local`` lanes (lane t the
+elements t, t + local, …) and reduced by the tree, then combined with its init; the rest of the
+body every work-item computes alike.  Where every reduction's count is known when compiling and
+below ``local`` (short rows), the map is left to the default, a work-item per element; a symbolic
+count gets a group per element (the launch's shape is fixed when compiling; a reduction over a
+symbolic row length is taken to be long).
+
 The pass returns the rewritten program and one line per top-level ifold saying what was chosen
 and why, which the OpenCL program's first comment repeats (``fsmooth explain --stage opencl``).
 """
@@ -73,7 +82,7 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     """``program`` (in ANF, every call of its entry inlined) with each reduction at the top of its
     entry kernel made a two-phase parallel reduction (module docstring)."""
     entry = program.main
-    folds = [fold for fold in _top_level(entry.body) if isinstance(fold, Ifold)]
+    folds = [e for e in _top_level(entry.body) if isinstance(e, Ifold) or _map_of_folds(e)]
     if not folds:
         return AutoReductions(program, ())
     if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(entry.body)):
@@ -85,6 +94,12 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     tuning = options.opencl_reduction
     notes, rewritten = [], {}
     for fold in folds:
+        if isinstance(fold, Build):
+            rows, note = _rows(fold, found, tuning, names)
+            if rows is not None:
+                rewritten[id(fold)] = rows
+            notes.extend([note] if note else [])
+            continue
         state = fold.fn.params[0][0]
         why_not = _why_sequential(found.get(state), tuning)
         if why_not:
@@ -105,6 +120,43 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
     return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes))
+
+
+def _map_of_folds(e: core.Expr) -> bool:
+    """``e`` is a plain ``build`` of scalars whose element is computed with ifolds."""
+    return (isinstance(e, Build) and e.strategy is None and isinstance(e.ty.elem, Scalar)
+            and any(isinstance(inner, Ifold) for inner in _top_level(e.fn.body)))
+
+
+def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply):
+    """A map of reductions, ``build m (λ i. … ifold(λ a j. a ⊕ f(i, j), z, n) …)``, as one work-group
+    per element, whose lanes fold the reductions of its body and reduce them in local memory
+    (the rest of the body each work-item computes alike), and a note; None (and a note, or None)
+    where it is better left to one work-item per element: no reduction in it, or every one's count known when compiling and below
+    a group's lanes (short rows).  A symbolic count gets a group: sizes are not known until the
+    call, and a launch's shape is fixed when compiling."""
+    E = tuning.local
+    rewritten, described, short = {}, [], []
+    for fold in _top_level(build.fn.body):
+        if not isinstance(fold, Ifold):
+            continue
+        red, count = found.get(fold.fn.params[0][0]) or (None, None)
+        if red is None or any(m.may_overflow for m in red.monoids):
+            continue
+        if count is not None and count.is_Integer and count < E:
+            short.append(str(count))
+            continue
+        rewritten[id(fold)] = _parallel(fold, red.monoids, tuning, names, _in_group)
+        described.append(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count if count is not None else fold.count}")
+    if not rewritten:
+        return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
+                      f"elements each, known when compiling: a work-item per element (rows shorter than a "
+                      f"group's {E} lanes)" if short else None)
+    fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
+    note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
+            f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
+            f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
+    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
 
 
 def _shape(fold: Ifold, tuning: OpenCLReduction) -> OpenCLReduction:
@@ -182,9 +234,11 @@ def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
 
 # ----------------------------------------------------------------------------- the rewrite
 
-def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply, reduce=None) -> core.Expr:
+    """``fold`` reduced by ``reduce`` (``_two_phase``, or ``_in_group``), component by component."""
+    reduce = reduce or _two_phase
     if not isinstance(fold.ty, TupleT):
-        return _two_phase(fold.fn, fold.init, fold.count, monoids[0], tuning, names)
+        return reduce(fold.fn, fold.init, fold.count, monoids[0], tuning, names)
     (state, _), (index, _) = fold.fn.params
     components = []
     for k, m in enumerate(monoids):
@@ -195,7 +249,7 @@ def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply) 
                             for q, other in enumerate(monoids)), fold.ty)
         step = Lam(((a, m.ty), (j, Index)),
                    Proj(core.App(fold.fn, (whole, Var(j, Index)), fold.ty), k, m.ty), FunT((m.ty, Index), m.ty))
-        components.append(_two_phase(step, Proj(fold.init, k, m.ty), fold.count, m, tuning, names))
+        components.append(reduce(step, Proj(fold.init, k, m.ty), fold.count, m, tuning, names))
     return Tuple(tuple(components), fold.ty)
 
 
@@ -231,6 +285,21 @@ def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduct
                                _card_lit(E * tuning.items)), _card_lit(tuning.groups))
     return Let(g.name, count, Let(partials, phase1, Let(total, phase2, Get(Var(total, arr), _index_lit(0), m.ty), m.ty),
                                   m.ty), m.ty)
+
+
+def _in_group(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+    """``ifold step init n`` by the lanes of one work-group: lane t folds the elements t, t + E, …
+    from the identity, then the group's tree, then the init."""
+    E = tuning.local
+    t, a, j, k = (names.fresh(base) for base in ("t", "acc", "j", "k"))
+    at = _index("add", _index("mul", Var(j, Index), _index_lit(E)), Var(t, Index))
+    trips = _card("floordiv", _card("add", n, _card_lit(E - 1)), _card_lit(E))
+    body = Let(k, at, If(PrimApp("lt", (Var(k, Index), _to_index(n)), Bool),
+                         core.App(step, (Var(a, m.ty), Var(k, Index)), m.ty), Var(a, m.ty), m.ty), m.ty)
+    fold = Ifold(Lam(((a, m.ty), (j, Index)), body, FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), trips, m.ty)
+    lanes = Build(_card_lit(E), Lam(((t, Index),), fold, FunT((Index,), m.ty)), ArrayT(m.ty),
+                  strategy=Strategy("local", "local"))
+    return _combine(m, init, _tree(lanes, m, E, names))
 
 
 def _tree(s: core.Expr, m, size: int, names: NameSupply) -> core.Expr:

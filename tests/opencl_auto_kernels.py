@@ -85,3 +85,33 @@ ORACLES = {
 def sum_first_ten(x: Array[Double]) -> Double:
     """10 iterations, known when compiling: fewer than a group's lanes, so sequential."""
     return ifold(lambda acc, i: acc + x[i], 0.0, 10)
+
+
+@fs.kernel
+def row_sums(m: Array[Array[Double]]) -> Array[Double]:
+    """A map of reductions: a work-group per row."""
+    return fs.build(length(m), lambda i: ifold(lambda acc, j: acc + m[i][j], 0.0, length(m[0])))
+
+
+@fs.kernel
+def logsumexp_of_row(m: Array[Array[Float]], i: Index) -> Float:
+    mx = ifold(lambda acc, j: max(acc, m[i][j]), f32(-1e30), length(m[0]))
+    s = ifold(lambda acc, j: acc + fs.exp(m[i][j] - mx), f32(0.0), length(m[0]))
+    return fs.log(s) + mx
+
+
+@fs.kernel
+def row_logsumexp(m: Array[Array[Float]]) -> Array[Float]:
+    """Softmax's per-row max, then the sum of exponentials that reads it: two reductions a row."""
+    return fs.build(length(m), lambda i: logsumexp_of_row(m, i))
+
+
+@fs.kernel
+def gemv_auto(a: Array[Array[Float]], x: Array[Float]) -> Array[Float]:
+    return fs.build(length(a), lambda i: ifold(lambda acc, j: acc + a[i][j] * x[j], f32(0.0), length(x)))
+
+
+@fs.kernel
+def short_rows(m: Array[Array[Double]]) -> Array[Double]:
+    """Rows of 3, known when compiling: a work-item per row (the default)."""
+    return fs.build(length(m), lambda i: ifold(lambda acc, j: acc + m[i][j], 0.0, 3))

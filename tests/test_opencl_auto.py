@@ -89,6 +89,64 @@ def test_integer_sum_stays_sequential_and_says_why():
     assert _work(auto.sum_index.opencl_artifact(), 10 ** 6) == [(1, 1)]
 
 
+ROWS = ("row_sums", "row_logsumexp", "gemv_auto", "short_rows")
+SHAPES = ((0, 5), (1, 1), (3, 7), (5, 1000), (40, 3000))  # 120,000 elements the last
+
+
+def _np_rows(name: str, m: np.ndarray, x: np.ndarray):
+    m64 = m.astype(np.float64)
+    if name == "row_logsumexp":
+        top = m64.max(axis=1, keepdims=True) if m.shape[1] else np.zeros((m.shape[0], 1))
+        return (np.log(np.exp(m64 - top).sum(axis=1)) + top[:, 0]).astype(np.float32)
+    if name == "gemv_auto":
+        return (m64 @ x.astype(np.float64)).astype(np.float32)
+    return m64[:, :3].sum(axis=1) if name == "short_rows" else m64.sum(axis=1)
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name):
+    kernel = getattr(auto, name)
+    rng = np.random.default_rng(8)
+    for rows, cols in SHAPES:
+        if name == "short_rows":
+            cols = max(cols, 3)
+        m = rng.standard_normal((rows, cols))
+        m = m.astype(np.float32) if name in ("row_logsumexp", "gemv_auto") else m
+        x = rng.standard_normal(cols).astype(np.float32)
+        args = (m, x) if name == "gemv_auto" else (m,)
+        got = kernel.opencl(*args, context=intel_cpu_context)
+        tol = dict(rtol=1e-4, atol=1e-4) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+        assert_close(got, np.asarray(kernel.reference(*args)), **tol)
+        assert_close(got, _np_rows(name, m, x), **tol)
+
+
+def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
+    for name in ROWS[:3]:
+        artifact = getattr(auto, name).opencl_artifact()
+        assert _work(artifact, 500) == [(500 * 256, 256)], name  # 500 rows: 500 groups of 256
+        assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
+    short = auto.short_rows.opencl_artifact()
+    assert _work(short, 500) == [(500, 0)]  # a work-item per row, the group size the runtime's
+    assert "rows shorter than a group's 256 lanes" in short.source
+
+
+def test_maps_of_reductions_under_oclgrind_have_no_race_or_out_of_bounds():
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import opencl_auto_kernels as auto
+        from fsmooth.options import OpenCLReduction
+        from test_corpus import assert_close
+        small = OpenCLReduction(local=8)
+        rng = np.random.default_rng(4)
+        m = rng.standard_normal((3, 37)).astype(np.float32)
+        x = rng.standard_normal(37).astype(np.float32)
+        for kernel, args in ((auto.row_logsumexp, (m,)), (auto.gemv_auto, (m, x))):
+            kernel = kernel.with_options(opencl_reduction=small)
+            assert_close(kernel.opencl(*args), np.asarray(kernel.reference(*args)), rtol=1e-5, atol=1e-5)
+    """, timeout=900)
+    assert ok, report
+
+
 def test_a_short_fold_known_when_compiling_stays_sequential():
     notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
     assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
