@@ -130,23 +130,6 @@ def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
     assert "rows shorter than a group's 256 lanes" in short.source
 
 
-def test_maps_of_reductions_under_oclgrind_have_no_race_or_out_of_bounds():
-    ok, report = run_under_oclgrind("""
-        import numpy as np
-        import opencl_auto_kernels as auto
-        from fsmooth.options import OpenCLReduction
-        from test_corpus import assert_close
-        small = OpenCLReduction(local=8)
-        rng = np.random.default_rng(4)
-        m = rng.standard_normal((3, 37)).astype(np.float32)
-        x = rng.standard_normal(37).astype(np.float32)
-        for kernel, args in ((auto.row_logsumexp, (m,)), (auto.gemv_auto, (m, x))):
-            kernel = kernel.with_options(opencl_reduction=small)
-            assert_close(kernel.opencl(*args), np.asarray(kernel.reference(*args)), rtol=1e-5, atol=1e-5)
-    """, timeout=900)
-    assert ok, report
-
-
 def test_a_short_fold_known_when_compiling_stays_sequential():
     notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
     assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
@@ -215,24 +198,31 @@ def test_tuning_from_the_environment(monkeypatch):
         OpenCLReduction.parse("lanes=4")
 
 
-@pytest.mark.parametrize("n", (0, 300))
-def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds(n):
-    """Several groups at small sizes (a small shape), a tuple state, an integer state; each kernel
-    called once per process: under Oclgrind a second call on the same executable may read its
-    reused buffers as uninitialised (blas.dot's too, after a call at n = 0: the launcher's
-    reuse, not the kernels)."""
-    ok, report = run_under_oclgrind(f"""
+def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
+    """Several groups at small sizes (small shapes), a tuple state, an integer state, the default
+    shape once, maps of reductions.  Each executable is called once: under Oclgrind a second call
+    on the same executable may read its reused buffers as uninitialised (blas.dot's too, after a
+    call at n = 0: the launcher's reuse, not the kernels), so each size has a shape of its own."""
+    ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
         from fsmooth.options import OpenCLReduction
         from test_corpus import assert_close
-        small = OpenCLReduction(local=8, width=4, items=2, groups=4)
-        x = np.random.default_rng(3).standard_normal({n})
-        for kernel, arg in ((auto.max_sum, x), (auto.sum_f, x.astype(np.float32)),
-                            (auto.max_index, (x * 1000).astype(np.int64))):
-            kernel = kernel.with_options(opencl_reduction=small)
-            assert_close(kernel.opencl(arg), kernel.reference(arg), rtol=1e-5, atol=1e-5)
-        if {n} == 300:  # the default shape once
-            assert_close(auto.sum_d.opencl(x), auto.sum_d.reference(x), rtol=1e-9, atol=1e-9)
+        rng = np.random.default_rng(3)
+
+        def check(kernel, *args, **tuning):
+            if tuning:
+                kernel = kernel.with_options(opencl_reduction=OpenCLReduction(**tuning))
+            assert_close(kernel.opencl(*args), kernel.reference(*args), rtol=1e-5, atol=1e-5)
+
+        for n, width in ((0, 2), (300, 4)):  # 300: 4 groups (the cap) of 8 lanes
+            x = rng.standard_normal(n)
+            check(auto.max_sum, x, local=8, width=width, items=2, groups=4)
+            check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
+            check(auto.max_index, (x * 1000).astype(np.int64), local=8, width=width, items=2, groups=4)
+        check(auto.sum_d, rng.standard_normal(37))
+        m = rng.standard_normal((3, 37)).astype(np.float32)
+        check(auto.row_logsumexp, m, local=8)
+        check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
     """, timeout=900)
     assert ok, report
