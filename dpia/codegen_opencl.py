@@ -58,7 +58,7 @@ from . import index_paths as paths
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
-from .strategy_check import PARALLEL, private_count
+from .strategy_check import PARALLEL, private_count, root
 from .vectorize import VECTOR_OPS, Lanes
 
 # Names the generated OpenCL uses or reserves beyond C's (emit's Namer keeps C's out).
@@ -138,6 +138,7 @@ class _OpenCLEmitter(KernelEmitter):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
         super().__init__(k, symbol, taken, dataclasses.replace(options, allocation="arena"))
         self.levels: list = []  # the parallel levels around the code being written
+        self.own_element: str | None = None  # the acceptor of the local loop iteration's element
         self.lanes: Lanes | None = None  # the vectorised build whose body is being written
         self.slot = slot  # this launch's element of the status buffer
         self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
@@ -154,14 +155,26 @@ class _OpenCLEmitter(KernelEmitter):
         self.exits.append(scoped)
         return scoped
 
-    def _with_scoped_exit(self, write_lines) -> list[str]:
-        """``write_lines()`` with its failures jumping to a label after its lines."""
+    def _with_scoped_exit(self, write_lines, own: str | None = None) -> list[str]:
+        """``write_lines()`` with its failures jumping to a label after its lines; ``own``: the
+        element a local loop's iteration writes (``_own_element_write``)."""
         outer, self.exit = self.exit, self._scoped_exit()
+        outer_own, self.own_element = self.own_element, own
         try:
             lines = write_lines()
         finally:
             scoped, self.exit = self.exit, outer
+            self.own_element = outer_own
         return lines + [f"{scoped.label}: ;"] if scoped.used else lines
+
+    def _own_element_write(self, c: p.Assign) -> bool:
+        """``c`` writes a private variable to the element of the local loop's iteration, after a
+        check that may fail: the check's jump then lands before it, so the element is written (the
+        value so far; the call fails anyway) and the group's later reads of it, in local memory,
+        read a value someone wrote (a two-phase reduction's tree: Oclgrind checks that)."""
+        acc = c.acc.at if isinstance(c.acc, p.AsVector) else c.acc
+        return (self.own_element is not None and self.exit.used and isinstance(c.exp, p.Ident)
+                and root(acc) == self.own_element)
 
     def _foreign_call(self, fn, out, args, env, ranges) -> list[str]:
         """``fn(out, args...)``: an array (the destination first) as its address and dims, in
@@ -249,6 +262,11 @@ class _OpenCLEmitter(KernelEmitter):
             case p.New(name, p.Vec(scalar, w), body):
                 cname = self.namer.fresh(name)
                 return [f"{C_TYPE[scalar]}{w} {cname};"] + self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)
+            case p.Assign() if self._own_element_write(c):
+                # the label of the failed checks so far; later ones (none, where the write ends the
+                # iteration) jump to the end as before
+                label, self.exit = self.exit.label, self._scoped_exit()
+                return [f"{label}: ;"] + self.comm(c, env, ranges)
             case p.Assign(p.AsVector(w, at), e):
                 checks: list = []
                 value = self.exp(e, env, ranges, checks)
@@ -315,7 +333,7 @@ class _OpenCLEmitter(KernelEmitter):
         try:
             if level == "local":
                 # a failed check ends this iteration only: the work-item still meets the barriers
-                lines = self._with_scoped_exit(lambda: self.comm(c.body, inner, inner_ranges))
+                lines = self._with_scoped_exit(lambda: self.comm(c.body, inner, inner_ranges), c.out)
             else:
                 lines = self.comm(c.body, inner, inner_ranges)
         finally:
@@ -370,7 +388,7 @@ class _OpenCLEmitter(KernelEmitter):
         self.lanes, self.levels = Lanes(i, w, c.out, inner[c.out].phrase), self.levels + [level]
         try:
             write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
-            lines = self._with_scoped_exit(write) if level == "local" else write()
+            lines = self._with_scoped_exit(write, c.out) if level == "local" else write()
         finally:
             self.lanes, self.levels = None, self.levels[:-1]
         n_text = strip_parentheses(self.cint(n, ranges))

@@ -39,7 +39,8 @@ A map of reductions at the top of the entry kernel, ``build(m, λ i. … ifold(�
 each reduction of the element's body is folded by the group's ``local`` lanes (lane t the
 elements t, t + local, …) and reduced by the tree, then combined with its init; the rest of the
 body every work-item computes alike.  Where every reduction's count is known when compiling and
-below ``local`` (short rows), the map is left to the default, a work-item per element; a symbolic
+below ``local`` (short rows), or read from data, the map is left to the default, a work-item per
+element; a symbolic
 count gets a group per element (the launch's shape is fixed when compiling; a reduction over a
 symbolic row length is taken to be long).
 
@@ -68,6 +69,11 @@ class AutoReductions:
 
     program: core.Program
     notes: tuple[str, ...]
+    # the size constraints of the program before the rewrite (dps.bounds: its reads in range iff
+    # they hold), which ``keep_constraints`` gives the rewritten one: it reads the same elements,
+    # but its strided indices no longer give exact bounds, so their reads would be checked on the
+    # device only, failing later and with another status than the sequential fold's host check
+    constraints: tuple = ()
 
 
 def show_program(result: AutoReductions) -> str:
@@ -89,7 +95,7 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
         return AutoReductions(program, ())  # the program's own strategy, its OpenCL as before
     if not options.auto_reductions:
         return AutoReductions(program, ("automatic reductions off (Options.auto_reductions)",))
-    found = _reductions(program)
+    found, constraints = _reductions(program)
     names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
     tuning = options.opencl_reduction
     notes, rewritten = [], {}
@@ -119,7 +125,16 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     body = _replace_top_level(entry.body, rewritten)
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
-    return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes))
+    return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes), constraints)
+
+
+def keep_constraints(dps_program, result: AutoReductions):
+    """The DPS program of the rewritten program with the constraints of the one before it first."""
+    k = dps_program.kernels[dps_program.entry]
+    if not result.constraints:
+        return dps_program
+    constraints = (*result.constraints, *(c for c in k.constraints if c not in result.constraints))
+    return replace(dps_program, kernels={**dps_program.kernels, k.name: replace(k, constraints=constraints)})
 
 
 def _map_of_folds(e: core.Expr) -> bool:
@@ -141,13 +156,13 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
         if not isinstance(fold, Ifold):
             continue
         red, count = found.get(fold.fn.params[0][0]) or (None, None)
-        if red is None or any(m.may_overflow for m in red.monoids):
-            continue
-        if count is not None and count.is_Integer and count < E:
+        if red is None or any(m.may_overflow for m in red.monoids) or count is None:
+            continue  # a count read from data: its lanes' trip counts are data too (kept per row)
+        if count.is_Integer and count < E:
             short.append(str(count))
             continue
         rewritten[id(fold)] = _parallel(fold, red.monoids, tuning, names, _in_group)
-        described.append(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count if count is not None else fold.count}")
+        described.append(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}")
     if not rewritten:
         return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
                       f"elements each, known when compiling: a work-item per element (rows shorter than a "
@@ -186,7 +201,7 @@ def _replace_top_level(e: core.Expr, rewritten: dict) -> core.Expr:
 def _reductions(program: core.Program) -> dict:
     """Every ifold of the entry kernel's DPS form, by its state's name (unique: ANF's binders are):
     (its ``dps.reductions.Reduction`` or None, its count over the sizes or None where it is not
-    known from them)."""
+    known from them); and the kernel's size constraints."""
     from .dps import ir
     from .dps.reductions import reduction
     from .dps.translate import dps_program
@@ -196,7 +211,7 @@ def _reductions(program: core.Program) -> dict:
     sizes = {s.name for s in k.sizes}
     return {t.state: (reduction(t), t.count if isinstance(t.count, sympy.Basic)
                       and {s.name for s in t.count.free_symbols} <= sizes else None)
-            for t in ir.walk(k.body) if isinstance(t, ir.Ifold)}
+            for t in ir.walk(k.body) if isinstance(t, ir.Ifold)}, k.constraints
 
 
 def _why_sequential(found, tuning: OpenCLReduction) -> str | None:

@@ -110,15 +110,17 @@ def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pa
     passes.append(Pass("optimise", lambda forms, report: optimize_program(forms[source], options, report),
                        tuple(name for name, _ in kernel_rewrites(options)), core.verify_anf))
     optimised = lambda forms: forms["optimise"]  # noqa: E731
+    constrained = lambda forms, dps: dps  # noqa: E731
     if target == "opencl":
         from . import auto_reductions
 
         passes.append(Pass("auto_reductions", lambda forms, report: auto_reductions.auto_reductions(forms["optimise"], options),
                            verify=auto_reductions.verify))
         optimised = lambda forms: forms["auto_reductions"].program  # noqa: E731
+        constrained = lambda forms, dps: auto_reductions.keep_constraints(dps, forms["auto_reductions"])  # noqa: E731
     return (*passes,
             Pass("shape", lambda forms, report: shape_program(optimised(forms))),
-            Pass("dps", lambda forms, report: dps_program(optimised(forms), forms["shape"])),
+            Pass("dps", lambda forms, report: constrained(forms, dps_program(optimised(forms), forms["shape"]))),
             Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)),
             Pass("beta_reduce_scalar_lets", lambda forms, report: mark_beta_reducible(forms["simplify_allocs"])))
 
