@@ -31,7 +31,10 @@ a NaN, an infinity or a float outside int64) report through the 'status' buffer
 past the work it guards, so nothing out of range is read or written after it.  Where no barrier
 can be skipped (a global kernel, or code every work-item of a group runs alike) the jump leaves
 the work-item; inside a local loop or a write done by local work-item 0 it goes to the end of
-that iteration or write, so the work-item still reaches the group's barriers.  A kernel after a
+that iteration or write, so the work-item still reaches the group's barriers; in a local loop
+whose iteration writes its own element from a private variable, to just before that write, so
+that the element is written (the value so far: the call fails anyway) and the group's later reads
+of it in local memory read a written value.  A kernel after a
 launch that can fail starts by testing that launch's status and returns when it is set.
 Calls of kernels too large to inline are not supported here.
 """
