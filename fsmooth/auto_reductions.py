@@ -239,7 +239,7 @@ def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
     width = [f"{tuning.width}-wide vectors" if m.ty in (Float, Double) and tuning.width > 1 else "scalars"
              for m in monoids]
     return (f"the ifold over {n} (state {state}) is a reduction of {ops}: parallel, "
-            f"{2 * len(monoids)} launches (two per component), reassociated; phase 1: min(ceil({n}/{per}), "
+            f"{2 * len(monoids)} launches{' (two per component)' if len(monoids) > 1 else ''}, reassociated; phase 1: min(ceil({n}/{per}), "
             f"{tuning.groups}) work-groups, each folding at least {tuning.items} elements per lane into a "
             f"local array of {tuning.elements} ({tuning.local} lanes of {', '.join(sorted(set(width)))}), "
             f"then a tree in local memory, one partial per group; phase 2: one work-group combines the "
