@@ -524,6 +524,12 @@ def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
     return "/* " + "\n * ".join(line.replace("*/", "* /") for line in lines) + " */\n"
 
 
+def strategy_comment(source: str) -> str:
+    """The strategy comment of a kernel's OpenCL ``source`` (``_strategy_comment``), or ''."""
+    start = source.find("/* Strategy:")
+    return source[start:source.index("*/", start) + 3] if start >= 0 else ""
+
+
 def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tuple[str, ...] = ()) -> OpenCLArtifact:
     """The OpenCL source, buffers and launches of the planned kernels; ``notes``: why the strategy
     is what it is (``fsmooth.auto_reductions``), the first comment of the source with the launches."""
