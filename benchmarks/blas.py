@@ -5,7 +5,12 @@ vendor library, in one process:
     python -m benchmarks.blas --device cpu     # a CPU device (Intel's runtime, else PoCL's): against numpy
     python -m benchmarks.blas --quick          # smoke run: tiny sizes, any device (Oclgrind too)
 
-The kernels are ``tests/corpus/blas.py``'s (their strategies are DPIA §6.3's); the sizes are the
+    FSMOOTH_OPENCL_REDUCTION=local=256,width=4,items=16,groups=1024 python -m benchmarks.blas --kernels dot,dot_auto
+                                               # the unannotated kernels' reductions shaped otherwise
+
+The kernels are ``tests/corpus/blas.py``'s (their strategies are DPIA §6.3's; ``dot_auto`` and
+``asum_auto`` are ``dot`` and ``asum`` written with none, the strategy chosen by
+``fsmooth.auto_reductions``, shaped by ``FSMOOTH_OPENCL_REDUCTION``); the sizes are the
 paper's: scal, asum and dot over 2**24 and 2**27 floats, gemv on 4096² and 8192² float32
 matrices.  For every kernel and size:
 
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import platform
 import statistics
@@ -54,7 +60,9 @@ if str(REPO_ROOT / "tests") not in sys.path:  # the kernels live in the test cor
 
 FULL = dict(vector_sizes=(2 ** 24, 2 ** 27), matrix_sizes=(4096, 8192), repeats=100, warmup=10)
 QUICK = dict(vector_sizes=(2 ** 12,), matrix_sizes=(64,), repeats=3, warmup=1)
-KERNEL_NAMES = ("scal", "asum", "dot", "gemv")
+# dot_auto and asum_auto: the same operations written without strategies (fsmooth.auto_reductions
+# chooses one; FSMOOTH_OPENCL_REDUCTION shapes it), against the same baselines
+KERNEL_NAMES = ("scal", "asum", "dot", "gemv", "dot_auto", "asum_auto")
 SCAL_ALPHA, GEMV_ALPHA, GEMV_BETA = 2.5, 1.5, 0.5
 SEED = 20240613
 
@@ -172,25 +180,33 @@ def size_label(kernel: str, size: int) -> str:
     return f"{size // 2 ** 20} Mi" if size >= 2 ** 20 else f"{size}"
 
 
+def operation(kernel: str) -> str:
+    """The BLAS operation a kernel computes (``dot_auto``: ``dot``)."""
+    from corpus import blas
+
+    return blas.AUTO.get(kernel, kernel)
+
+
 def make_case(kernel: str, size: int, rng: np.random.Generator) -> Case:
     from corpus import blas
 
     def vector(n):  # uniform in [-1, 1), generated in float32 (no float64 temporary of 2**27)
         return rng.random(n, dtype=np.float32) * np.float32(2) - np.float32(1)
 
-    if kernel == "scal":
+    op = operation(kernel)
+    if op == "scal":
         x = vector(size)
         return Case(kernel, size, (SCAL_ALPHA, x), blas.np_scal(SCAL_ALPHA, x),
                     np.abs(blas.np_scal(SCAL_ALPHA, x)), ELEMENTWISE_RTOL, 2 * 4 * size)
-    if kernel == "asum":
+    if op == "asum":
         x = vector(size)
         total = blas.np_asum(x)
         return Case(kernel, size, (x,), total, total, SUM_RTOL, 4 * size)
-    if kernel == "dot":
+    if op == "dot":
         x, y = vector(size), vector(size)
         return Case(kernel, size, (x, y), blas.np_dot(x, y), blas.np_dot(np.abs(x), np.abs(y)),
                     SUM_RTOL, 8 * size)
-    if kernel == "gemv":
+    if op == "gemv":
         m = n = size
         a, x, y = vector(m * n).reshape(m, n), vector(n), vector(m)
         expected = blas.np_gemv(GEMV_ALPHA, a, x, GEMV_BETA, y)
@@ -244,11 +260,11 @@ def cuda_baseline(case: Case, repeats: int, warmup: int) -> dict:
                for a in case.args]
     events = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     elapsed = (lambda start, end: start.elapsed_time(end) * 1e-3)
-    if case.kernel == "scal":
+    if operation(case.kernel) == "scal":
         alpha, x = tensors
         out = torch.empty_like(x)
         name, call = "PyTorch torch.mul (element-wise kernel)", lambda: torch.mul(x, alpha, out=out)
-    elif case.kernel == "asum":
+    elif operation(case.kernel) == "asum":
         (x,) = tensors
         cupy = _cupy()
         if cupy is not None:
@@ -259,7 +275,7 @@ def cuda_baseline(case: Case, repeats: int, warmup: int) -> dict:
             elapsed = (lambda start, end: cupy.cuda.get_elapsed_time(start, end) * 1e-3)
         else:
             name, call = "PyTorch torch.linalg.vector_norm(x, 1)", lambda: torch.linalg.vector_norm(x, 1)
-    elif case.kernel == "dot":
+    elif operation(case.kernel) == "dot":
         x, y = tensors
         name, call = "cuBLAS sdot (torch.dot)", lambda: torch.dot(x, y)
     else:
@@ -297,15 +313,15 @@ def _cupy():
 def numpy_baseline(case: Case, repeats: int, warmup: int) -> dict:
     """numpy on the host, each call timed with ``time.perf_counter``; outputs preallocated where
     numpy allows it, so that the baseline does not time page faults of fresh arrays."""
-    if case.kernel == "scal":
+    if operation(case.kernel) == "scal":
         alpha, x = case.args
         out = np.empty_like(x)
         name, call = "numpy np.multiply(alpha, x, out=)", lambda: np.multiply(np.float32(alpha), x, out=out)
-    elif case.kernel == "asum":
+    elif operation(case.kernel) == "asum":
         (x,) = case.args
         scratch = np.empty_like(x)
         name, call = "numpy np.abs(x, out=).sum()", lambda: np.abs(x, out=scratch).sum()
-    elif case.kernel == "dot":
+    elif operation(case.kernel) == "dot":
         x, y = case.args
         name, call = "numpy np.dot (BLAS sdot)", lambda: np.dot(x, y)
     else:
@@ -371,7 +387,7 @@ def _one_line(err: Exception) -> str:
 
 
 def cases_of(settings: dict) -> list[tuple[str, int]]:
-    return [(k, n) for k in KERNEL_NAMES
+    return [(k, n) for k in settings.get("kernels", KERNEL_NAMES)
             for n in (settings["matrix_sizes"] if k == "gemv" else settings["vector_sizes"])]
 
 
@@ -410,9 +426,17 @@ def main(argv=None) -> int:
     parser.add_argument("--report", action="store_true",
                         help="rewrite the BLAS section of benchmarks/RESULTS.md from benchmarks/results/"
                              "blas_*.json (done anyway by a full run into benchmarks/results)")
+    parser.add_argument("--kernels", default=",".join(KERNEL_NAMES),
+                        help=f"the kernels to run, comma-separated (default: all, {','.join(KERNEL_NAMES)})")
     args = parser.parse_args(argv)
+    kernels = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
+    unknown = sorted(set(kernels) - set(KERNEL_NAMES))
+    if unknown:
+        parser.error(f"unknown kernels {', '.join(unknown)}; known: {', '.join(KERNEL_NAMES)}")
 
-    settings = dict(QUICK if args.quick else FULL, quick=args.quick)
+    settings = dict(QUICK if args.quick else FULL, quick=args.quick, kernels=kernels)
+    if os.environ.get("FSMOOTH_OPENCL_REDUCTION"):
+        settings["opencl_reduction"] = os.environ["FSMOOTH_OPENCL_REDUCTION"]
     if args.repeats is not None:
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")

@@ -31,7 +31,10 @@ a NaN, an infinity or a float outside int64) report through the 'status' buffer
 past the work it guards, so nothing out of range is read or written after it.  Where no barrier
 can be skipped (a global kernel, or code every work-item of a group runs alike) the jump leaves
 the work-item; inside a local loop or a write done by local work-item 0 it goes to the end of
-that iteration or write, so the work-item still reaches the group's barriers.  A kernel after a
+that iteration or write, so the work-item still reaches the group's barriers; in a local loop
+whose iteration writes its own element from a private variable, to just before that write, so
+that the element is written (the value so far: the call fails anyway) and the group's later reads
+of it in local memory read a written value.  A kernel after a
 launch that can fail starts by testing that launch's status and returns when it is set.
 Calls of kernels too large to inline are not supported here.
 """
@@ -59,7 +62,7 @@ from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, e
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
 from .scan_opencl import emit_group_scan
-from .strategy_check import PARALLEL, private_count
+from .strategy_check import PARALLEL, private_count, root
 from .vectorize import VECTOR_OPS, Lanes
 
 # Names the generated OpenCL uses or reserves beyond C's (emit's Namer keeps C's out).
@@ -139,6 +142,7 @@ class _OpenCLEmitter(KernelEmitter):
         # every region is a kernel argument (dpia.hoist_opencl): the interface's scratch is the arena's
         super().__init__(k, symbol, taken, dataclasses.replace(options, allocation="arena"))
         self.levels: list = []  # the parallel levels around the code being written
+        self.own_element: str | None = None  # the acceptor of the local loop iteration's element
         self.lanes: Lanes | None = None  # the vectorised build whose body is being written
         self.slot = slot  # this launch's element of the status buffer
         self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
@@ -155,13 +159,16 @@ class _OpenCLEmitter(KernelEmitter):
         self.exits.append(scoped)
         return scoped
 
-    def _with_scoped_exit(self, write_lines) -> list[str]:
-        """``write_lines()`` with its failures jumping to a label after its lines."""
+    def _with_scoped_exit(self, write_lines, own: str | None = None) -> list[str]:
+        """``write_lines()`` with its failures jumping to a label after its lines; ``own``: the
+        element a local loop's iteration writes (``_own_element_write``)."""
         outer, self.exit = self.exit, self._scoped_exit()
+        outer_own, self.own_element = self.own_element, own
         try:
             lines = write_lines()
         finally:
             scoped, self.exit = self.exit, outer
+            self.own_element = outer_own
         return lines + [f"{scoped.label}: ;"] if scoped.used else lines
 
     def call_address(self, fn, ph, is_destination, env, ranges, checks) -> str:
@@ -172,6 +179,15 @@ class _OpenCLEmitter(KernelEmitter):
                                f"{'the result' if is_destination else 'an argument'} of {fn.name} is not: leave "
                                "it to the default strategy, without to_local or to_private")
         return self.address_of(binding, offset, tested_ranges)
+
+    def _own_element_write(self, c: p.Assign) -> bool:
+        """``c`` writes a private variable to the element of the local loop's iteration, after a
+        check that may fail: the check's jump then lands before it, so the element is written (the
+        value so far; the call fails anyway) and the group's later reads of it, in local memory,
+        read a value someone wrote (a two-phase reduction's tree: Oclgrind checks that)."""
+        acc = c.acc.at if isinstance(c.acc, p.AsVector) else c.acc
+        return (self.own_element is not None and self.exit.used and isinstance(c.exp, p.Ident)
+                and root(acc) == self.own_element)
 
     # -- the kernel function
     def kernel(self, phase: Phase, hoisted: dict, outputs: list, status: str,
@@ -242,6 +258,11 @@ class _OpenCLEmitter(KernelEmitter):
             case p.New(name, p.Vec(scalar, w), body):
                 cname = self.namer.fresh(name)
                 return [f"{C_TYPE[scalar]}{w} {cname};"] + self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)
+            case p.Assign() if self._own_element_write(c):
+                # the label of the failed checks so far; later ones (none, where the write ends the
+                # iteration) jump to the end as before
+                label, self.exit = self.exit.label, self._scoped_exit()
+                return [f"{label}: ;"] + self.comm(c, env, ranges)
             case p.Assign(p.AsVector(w, at), e):
                 checks: list = []
                 value = self.exp(e, env, ranges, checks)
@@ -308,7 +329,7 @@ class _OpenCLEmitter(KernelEmitter):
         try:
             if level == "local":
                 # a failed check ends this iteration only: the work-item still meets the barriers
-                lines = self._with_scoped_exit(lambda: self.comm(c.body, inner, inner_ranges))
+                lines = self._with_scoped_exit(lambda: self.comm(c.body, inner, inner_ranges), c.out)
             else:
                 lines = self.comm(c.body, inner, inner_ranges)
         finally:
@@ -370,7 +391,7 @@ class _OpenCLEmitter(KernelEmitter):
         self.lanes, self.levels = Lanes(i, w, c.out, inner[c.out].phrase), self.levels + [level]
         try:
             write = lambda: self.comm(c.body, inner, vector_ranges)  # noqa: E731
-            lines = self._with_scoped_exit(write) if level == "local" else write()
+            lines = self._with_scoped_exit(write, c.out) if level == "local" else write()
         finally:
             self.lanes, self.levels = None, self.levels[:-1]
         n_text = strip_parentheses(self.cint(n, ranges))
@@ -505,8 +526,27 @@ def _work_groups(global_size: tuple) -> tuple[tuple, tuple]:
             (sympy.Integer(GLOBAL_GROUP), *(sympy.Integer(1) for _ in rest)))
 
 
-def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCLArtifact:
-    """The OpenCL source, buffers and launches of the planned kernels."""
+def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
+    """The strategy chosen and why, and each launch's NDRange, as a comment."""
+    def sizes(dims) -> str:
+        return "×".join(str(d) for d in dims)
+
+    lines = ["Strategy:", *(f"- {note}" for note in notes), "Launches (global size, work-group size):",
+             *(f"- {launch.kernel}: {sizes(launch.global_size)}, "
+               f"{sizes(launch.local_size) if launch.local_size is not None else 'chosen by the runtime'}"
+               for launch in launches)]
+    return "/* " + "\n * ".join(line.replace("*/", "* /") for line in lines) + " */\n"
+
+
+def strategy_comment(source: str) -> str:
+    """The strategy comment of a kernel's OpenCL ``source`` (``_strategy_comment``), or ''."""
+    start = source.find("/* Strategy:")
+    return source[start:source.index("*/", start) + 3] if start >= 0 else ""
+
+
+def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tuple[str, ...] = ()) -> OpenCLArtifact:
+    """The OpenCL source, buffers and launches of the planned kernels; ``notes``: why the strategy
+    is what it is (``fsmooth.auto_reductions``), the first comment of the source with the launches."""
     k, plan, outputs = planned.kernel, planned.kernels, list(planned.outputs)
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
@@ -554,6 +594,8 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options()) -> OpenCL
     buffers[status] = Buffer(status, "status", STATUS_ELEM, sympy.Integer(len(launches)))
     header = (f"/* Generated by fsmooth from the kernel '{k.name}': {len(launches)} OpenCL kernel(s), "
               f"run in order (see fsmooth/opencl_artifact.py). */\n")
+    if notes:
+        header += _strategy_comment(notes, launches)
     if foreign:  # fsmooth.foreign: their sources come last, so nothing in them changes the generated code
         body = "\n".join(f.prototype(opencl=True) for f in foreign) + "\n\n" + body + "".join(
             f"\n\n/* ---- foreign function {f.name} */\n{f.opencl_source.strip()}" for f in foreign)

@@ -4,8 +4,8 @@ An ifold is a *reduction* when its body combines the state with an element that 
 depend on the state: ``acc ⊕ f(i)`` or ``f(i) ⊕ acc``, ``acc`` occurring nowhere else in the body,
 for ⊕ one of
 
-    +  *  on Double, Index, Card        (identity -0.0 / 1.0, 0 / 1)
-    min max on Double (``acc`` first), Index, Card   (identity ±inf, the int64 extremes, 0 for Card max)
+    +  *  on Double, Float, Index, Card        (identity -0.0 / 1.0, 0 / 1)
+    min max on Double and Float (``acc`` first), Index, Card   (identity ±inf, the int64 extremes, 0 for Card max)
 
 or a tuple state whose every component is such a reduction of its own component
 (``(max(acc[0], v[i]), acc[1] + w[i])``): component k reads only ``acc[k]``, once, in its own
@@ -14,7 +14,7 @@ iterations can be split into contiguous chunks, each folded from the identity of
 partial, and the partials combined in order with ``init``: ``init ⊕ p_0 ⊕ … ⊕ p_{T-1}``.
 
 What that changes, per operator:
-- ``+`` and ``*`` on Double are associative only up to rounding: a regrouped sum may round
+- ``+`` and ``*`` on Double (and Float) are associative only up to rounding: a regrouped sum may round
   differently (and overflow to ±inf, or not, where the sequential one does the other).  That is
   the reassociation ``Options.parallel`` allows (README).  -0.0 is the identity of IEEE addition
   (-0.0 + x is x for every x, -0.0 included; 0.0 + -0.0 is 0.0), 1.0 that of multiplication.
@@ -22,7 +22,7 @@ What that changes, per operator:
   ``fs_max_d``), so ``max(acc, x)`` folds to the leftmost maximum, and a NaN element is never
   taken (``x > acc`` is false): the regrouped fold gives the same bits, signed zeros and NaN
   included, from the identity ±inf.  ``max(x, acc)`` is not associative once a NaN occurs
-  (``max(max(3, NaN), 1)``, taken that way, is 1, and 3 regrouped): on Double it is not a
+  (``max(max(3, NaN), 1)``, taken that way, is 1, and 3 regrouped): on Double or Float it is not a
   reduction.  On integers both orders are (equal integers are indistinguishable).
 - ``+`` and ``*`` on Index and Card are associative, but one grouping may overflow int64 where
   the other does not, and an overflow is an error (``OverflowError``, status 6):
@@ -47,16 +47,14 @@ from .terms import names_used
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
-# (operator, type) -> its identity; an operator on Double whose state must be its first operand
+# (operator, type) -> its identity; an operator on a float type whose state must be its first operand
 IDENTITIES = {
     ("add", Double): -0.0, ("mul", Double): 1.0, ("min", Double): math.inf, ("max", Double): -math.inf,
+    ("add", Float): -0.0, ("mul", Float): 1.0, ("min", Float): math.inf, ("max", Float): -math.inf,
     ("add", Index): 0, ("mul", Index): 1, ("min", Index): INT64_MAX, ("max", Index): INT64_MIN,
     ("add", Card): 0, ("mul", Card): 1, ("min", Card): INT64_MAX, ("max", Card): 0,
 }
 STATE_FIRST = {("min", Double), ("max", Double), ("min", Float), ("max", Float)}
-# Float's, as Double's; only the GPU scan takes them (``scan_reduction``): C's threads keep
-# Float reductions sequential, as they were.
-SCAN_IDENTITIES = {**IDENTITIES, **{(op, Float): value for (op, ty), value in IDENTITIES.items() if ty is Double}}
 
 
 @dataclass(frozen=True)
@@ -93,17 +91,17 @@ def reduction(t: ir.Ifold) -> Reduction | None:
     """``t`` as a reduction, or None where it is not one (module docstring)."""
     if t.trace is not None:  # an iscan: every state is a result, not only the last
         return None
-    return _reduction(t, IDENTITIES)
+    return _reduction(t)
 
 
 def scan_reduction(t: ir.Ifold) -> Reduction | None:
-    """The fold of the iscan ``t`` as a reduction (Float included), or None: its states are then
+    """The fold of the iscan ``t`` as a reduction, or None: its states are then
     the prefixes ``init ⊕ element(0) ⊕ … ⊕ element(i)``, which the GPU's three-phase scan
     (``dpia.scan_opencl``) computes regrouped."""
-    return _reduction(t, SCAN_IDENTITIES) if t.trace is not None else None
+    return _reduction(t) if t.trace is not None else None
 
 
-def _reduction(t: ir.Ifold, identities: dict) -> Reduction | None:
+def _reduction(t: ir.Ifold) -> Reduction | None:
     if isinstance(t.ty, TupleT):
         if not all(isinstance(item, Scalar) for item in t.ty.items):
             return None
@@ -135,7 +133,7 @@ def _reduction(t: ir.Ifold, identities: dict) -> Reduction | None:
 
     monoids, elements, states = [], [], []
     for k, (combination, ty) in enumerate(zip(combinations, types)):
-        found = _combination(combination, ty, lambda v: is_state(v, k), identities)
+        found = _combination(combination, ty, lambda v: is_state(v, k))
         if found is None:
             return None
         monoid, state, element = found
@@ -162,12 +160,12 @@ def _spine(t: ir.Term) -> tuple[list[ir.Term], ir.Term]:
     return spine, t
 
 
-def _combination(t: ir.Term | None, ty: Scalar, is_state, identities: dict) -> tuple[Monoid, Var, Var | Lit] | None:
+def _combination(t: ir.Term | None, ty: Scalar, is_state) -> tuple[Monoid, Var, Var | Lit] | None:
     """(⊕, the state operand, the element operand) of ``t`` where it is ``s ⊕ x``, or ``x ⊕ s``
     where ⊕ on ``ty`` takes its operands in either order, ``s`` a variable that ``is_state``."""
-    if not (isinstance(t, ir.Prim) and t.ty == ty and (t.op, ty) in identities and len(t.args) == 2):
+    if not (isinstance(t, ir.Prim) and t.ty == ty and (t.op, ty) in IDENTITIES and len(t.args) == 2):
         return None
-    monoid = Monoid(t.op, ty, identities[(t.op, ty)])
+    monoid = Monoid(t.op, ty, IDENTITIES[(t.op, ty)])
     first, second = t.args
     if isinstance(first, Var) and is_state(first):
         return monoid, first, second

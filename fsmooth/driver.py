@@ -3,7 +3,7 @@
     C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce, licm,
             guards_to_bounds, to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
             ─▶ dpia ─▶ interchange ─▶ c
-    OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ shape ─▶ dps ─▶ simplify_allocs
+    OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
             ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
@@ -88,7 +88,8 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]))),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
-            Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options)))
+            Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
+                                                                 forms["auto_reductions"].notes)))
 
 
 def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pass, ...]:
@@ -109,11 +110,20 @@ def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pa
         passes.append(Pass("inline_every_call", lambda forms, report: inline_every_call(forms["anf"]),
                            verify=core.verify_anf))
     source = passes[-1].name
+    passes.append(Pass("optimise", lambda forms, report: optimize_program(forms[source], options, report),
+                       tuple(name for name, _ in kernel_rewrites(options)), core.verify_anf))
+    optimised = lambda forms: forms["optimise"]  # noqa: E731
+    constrained = lambda forms, dps: dps  # noqa: E731
+    if target == "opencl":
+        from . import auto_reductions
+
+        passes.append(Pass("auto_reductions", lambda forms, report: auto_reductions.auto_reductions(forms["optimise"], options),
+                           verify=auto_reductions.verify))
+        optimised = lambda forms: forms["auto_reductions"].program  # noqa: E731
+        constrained = lambda forms, dps: auto_reductions.keep_constraints(dps, forms["auto_reductions"])  # noqa: E731
     return (*passes,
-            Pass("optimise", lambda forms, report: optimize_program(forms[source], options, report),
-                 tuple(name for name, _ in kernel_rewrites(options)), core.verify_anf),
-            Pass("shape", lambda forms, report: shape_program(forms["optimise"])),
-            Pass("dps", lambda forms, report: dps_program(forms["optimise"], forms["shape"])),
+            Pass("shape", lambda forms, report: shape_program(optimised(forms))),
+            Pass("dps", lambda forms, report: constrained(forms, dps_program(optimised(forms), forms["shape"]))),
             Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)),
             Pass("beta_reduce_scalar_lets", lambda forms, report: mark_beta_reducible(forms["simplify_allocs"])))
 

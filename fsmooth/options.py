@@ -18,6 +18,59 @@ def _optimisation(stage: str, meaning: str):
 
 
 @dataclass(frozen=True)
+class OpenCLReduction:
+    """The shape of an automatic two-phase reduction on OpenCL (``fsmooth.auto_reductions``), all
+    its tunable constants in one place.  A work-group's ``local`` work-items each fold ``width``
+    consecutive elements at a time (OpenCL vectors; scalars where the state is an integer) into a
+    local array of ``local * width`` partial results, which the group halves in local memory down
+    to one; there are ``min(ceil(n / (local * width * items)), groups)`` work-groups, so each lane
+    folds at least ``items`` elements; a second launch of one work-group combines the partials.
+
+    Written ``local=256,width=4,items=16,groups=1024`` (any subset, the rest as here) in
+    ``Options.opencl_reduction`` or the environment variable ``FSMOOTH_OPENCL_REDUCTION``, read
+    when a kernel is decorated (``default_options``)."""
+
+    local: int = 256
+    width: int = 4
+    items: int = 16
+    groups: int = 1024
+
+    def __post_init__(self):
+        powers = {"local": self.local, "width": self.width}
+        for name, value in powers.items():
+            if not (isinstance(value, int) and value >= 1 and value & (value - 1) == 0):
+                raise ValueError(f"OpenCLReduction.{name} must be a power of two, not {value!r}")
+        if self.width > 16:
+            raise ValueError(f"OpenCLReduction.width must be at most 16 (OpenCL's widest vector), not {self.width}")
+        if self.local * self.width < 2:
+            raise ValueError("OpenCLReduction: local * width must be at least 2 (a tree of one element)")
+        for name in ("items", "groups"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"OpenCLReduction.{name} must be a positive integer, not {value!r}")
+
+    @classmethod
+    def parse(cls, spec: str) -> "OpenCLReduction":
+        """``local=256,width=4``: the named fields changed from the defaults (ValueError else)."""
+        changes = {}
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            name, sep, value = item.partition("=")
+            if not sep or name.strip() not in {f.name for f in fields(cls)} or not value.strip().isdigit():
+                raise ValueError(f"bad OpenCL reduction setting {item!r}: expected NAME=INT with NAME one of "
+                                 f"{', '.join(f.name for f in fields(cls))}")
+            changes[name.strip()] = int(value)
+        return cls(**changes)
+
+    @property
+    def elements(self) -> int:
+        """The elements of a group's local array: one per lane of each work-item."""
+        return self.local * self.width
+
+    def __str__(self) -> str:
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+@dataclass(frozen=True)
 class Options:
     # F̃ simplification (DPS §3.5, stage 1)
     fusion: bool = _optimisation("F̃", "Fig. 4: (build n f)[i] ⇝ f i where no element is computed more often, length (build n f) ⇝ n")
@@ -31,6 +84,8 @@ class Options:
     # DPS-F̃ simplification (Fig. 9)
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
+    # OpenCL (fsmooth.auto_reductions)
+    auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone is kept running, one addition per trip")
@@ -46,6 +101,8 @@ class Options:
     # so that reductions vectorise: sums may round differently and lose the sign of a zero, but
     # NaN and inf are still computed and tested as IEEE says (README, "Integers and floats").
     fastmath: bool = False
+    # The shape of the automatic parallel reductions (OpenCLReduction below; FSMOOTH_OPENCL_REDUCTION)
+    opencl_reduction: OpenCLReduction = field(default_factory=lambda: OpenCLReduction())
     # debugging the compiler (FSMOOTH_VERIFY=1 also turns it on): fsmooth.driver verifies every
     # pass's output with its IR's verify
     verify_passes: bool = False
@@ -82,6 +139,8 @@ VARIANTS = {
 
 
 def default_options(**changes) -> Options:
-    """The defaults, with ``FSMOOTH_CHECK_ARENA=1`` in the environment turning on arena checks."""
-    base = Options(check_arena=os.environ.get("FSMOOTH_CHECK_ARENA", "") not in ("", "0"))
+    """The defaults, with ``FSMOOTH_CHECK_ARENA=1`` in the environment turning on arena checks and
+    ``FSMOOTH_OPENCL_REDUCTION`` (``OpenCLReduction.parse``) shaping the automatic reductions."""
+    base = Options(check_arena=os.environ.get("FSMOOTH_CHECK_ARENA", "") not in ("", "0"),
+                   opencl_reduction=OpenCLReduction.parse(os.environ.get("FSMOOTH_OPENCL_REDUCTION", "")))
     return replace(base, **changes)

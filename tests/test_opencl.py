@@ -233,11 +233,14 @@ def test_vectorised_scal_uses_vector_loads():
     assert a.launches[0].local_size == (256,)
 
 
-def test_default_strategy_sequential_reduction_is_one_work_item():
+def test_default_strategy_reduction_is_one_work_item_without_auto_reductions():
+    """An unannotated reduction is made parallel (fsmooth.auto_reductions: tests/test_opencl_auto.py);
+    without that, the default strategy runs it on one work-item."""
     from corpus import linalg
 
-    a = linalg.vector_sum.opencl_artifact()
+    a = linalg.vector_sum.with_options(auto_reductions=False).opencl_artifact()
     assert [(l.global_size, l.local_size) for l in a.launches] == [((1,), (1,))]
+    assert len(linalg.vector_sum.opencl_artifact().launches) == 2
     a = linalg.vector_add.opencl_artifact()
     assert "get_global_id(0)" in a.source and a.launches[0].local_size == (256,)
 

@@ -16,6 +16,9 @@ Each guard ``k < n`` bounds the reads under it, so the generated code checks not
 there; ``n`` is the smaller of the lengths read (``fs.min``), which is what lets the guard cover
 ``y`` in ``dot`` and the row of ``m`` in ``gemv`` too.
 
+``dot_auto`` and ``asum_auto`` are ``dot`` and ``asum`` with no strategy at all: the OpenCL back
+end parallelises their folds (``fsmooth.auto_reductions``), for the benchmark to time beside these.
+
 ``scal`` is element-wise, 4-wide vectorised (``vload4``/``vstore4``); ``gemv`` gives each row
 to one work-group, which reduces it like ``dot``.
 
@@ -87,6 +90,19 @@ def asum(x: Array[Float]) -> Float:
 
 
 @fs.kernel
+def dot_auto(x: Array[Float], y: Array[Float]) -> Float:
+    """``dot`` without strategies: the OpenCL back end makes the fold a two-phase reduction itself
+    (``fsmooth.auto_reductions``), with the shape ``partial_sums`` writes by hand."""
+    return ifold(lambda acc, k: acc + x[k] * y[k], f32(0.0), fs.min(length(x), length(y)))
+
+
+@fs.kernel
+def asum_auto(x: Array[Float]) -> Float:
+    """``asum`` without strategies (see ``dot_auto``)."""
+    return ifold(lambda acc, k: acc + fs.abs(x[k]), f32(0.0), length(x))
+
+
+@fs.kernel
 def scal(a: Float, x: Array[Float]) -> Array[Float]:
     return fs.vectorize(4, fs.build_global(length(x), lambda i: a * x[i]))
 
@@ -118,4 +134,6 @@ def np_gemv(alpha, m, x, beta, y):
     return (alpha * (m.astype(np.float64) @ x.astype(np.float64)) + beta * y).astype(np.float32)
 
 
-KERNELS = {"scal": scal, "asum": asum, "dot": dot, "gemv": gemv}
+KERNELS = {"scal": scal, "asum": asum, "dot": dot, "gemv": gemv, "dot_auto": dot_auto, "asum_auto": asum_auto}
+AUTO = {"dot_auto": "dot", "asum_auto": "asum"}
+"""The kernels without strategies, by the operation (and hand-written kernel) they compute."""

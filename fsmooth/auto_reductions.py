@@ -1,0 +1,363 @@
+"""The OpenCL strategy of a program without annotations: its reductions run in parallel.
+
+The default strategy (``dpia.strategy_check``) runs an ``ifold`` at the top of a kernel on one
+work-item.  Where the program names no strategy at all (no ``build_*``, ``to_*`` or
+``vectorize``: a user's annotations always win), each ``ifold`` at the top of the entry kernel
+(run once per call, not inside a loop) that is a reduction (``dps.reductions``: ``acc ⊕ f(i)``
+with ⊕ one of + * min max, or a tuple of such components) is rewritten here, in F̃, to the
+two-phase reduction a user would write with strategies (``tests/corpus/blas.py``'s ``dot``), so
+that every later stage is the one annotated programs take:
+
+    g = min(ceil(n / (E · items)), groups)               E = local · width (``OpenCLReduction``)
+    partials = to_global(build_workgroup(g, λ c. tree(to_local(vectorize(width, build_local(E, λ t.
+                   ifold(λ a j. let k = j·g·E + t + c·E in if k < n then step(a, k) else a, e, ⌈n / gE⌉)))))))
+    total = to_global(build_workgroup(1, λ w. init ⊕ tree(to_local(vectorize(width, build_local(E, λ t.
+                   ifold(λ a j. let k = j·E + t in if k < g then a ⊕ partials[k] else a, e, ⌈g / E⌉)))))))
+    total[0]
+
+``step`` is the ifold's own function, ``e`` the identity of ⊕ (from the fold: folding ``step``
+from ``e`` over a share of the iterations gives that share's ⊕, since ``step(a, k)`` is
+``a ⊕ f(k)``); ``tree`` halves a local array of E elements in local memory, one barrier a step,
+and combines the last two.  A tuple state is reduced component by component, each a reduction of
+its own (the other components' states replaced by their identities, which the component does not
+read; the optimiser removes what it no longer needs), so it reads its inputs once per component.
+
+What that changes: the iterations are regrouped (floating-point + and * may round differently;
+min and max give the same value, though of equal operands of different bits, 0.0 and -0.0, the
+one taken may differ: README, "Reductions on OpenCL").  Index and Card + and * stay sequential,
+as ``dps.parallel`` keeps them: a regrouped sum may overflow int64 where the sequential one does
+not, and an overflow must be an error exactly where the reference's is.  An ifold whose count is
+not known from the input sizes (read from an array) stays sequential: a launch's NDRange is
+fixed before it runs; so does one whose count, known when compiling, is less than a group's
+lanes.  A symbolic count is always made parallel (at a small size the two launches of one group
+each cost more than the fold would: the sizes are not known until the call).  A fold whose body
+has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
+(width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
+
+A map of reductions at the top of the entry kernel, ``build(m, λ i. … ifold(λ a j. a ⊕ f(i, j), z, n)
+…)`` of scalars (row sums, gemv, softmax's per-row max and sum), gets one work-group per element:
+each reduction of the element's body is folded by the group's ``local`` lanes (lane t the
+elements t, t + local, …) and reduced by the tree, then combined with its init; the rest of the
+body every work-item computes alike.  Where every reduction's count is known when compiling and
+below ``local`` (short rows), or read from data, the map is left to the default, a work-item per
+element; a symbolic
+count gets a group per element (the launch's shape is fixed when compiling; a reduction over a
+symbolic row length is taken to be long).
+
+The pass returns the rewritten program and one line per top-level ifold saying what was chosen
+and why, which the OpenCL program's first comment repeats (``fsmooth explain --stage opencl``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy
+
+from . import core
+from .core import Build, Get, If, Ifold, Lam, Let, Lit, PrimApp, Proj, Tuple, Var
+from .names import NameSupply
+from .options import OpenCLReduction, Options
+from .strategies import Strategy
+from .types import ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, TupleT
+
+SYMBOLS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+@dataclass(frozen=True)
+class AutoReductions:
+    """The program with its reductions made parallel, and why: one line per choice."""
+
+    program: core.Program
+    notes: tuple[str, ...]
+    # the size constraints of the program before the rewrite (dps.bounds: its reads in range iff
+    # they hold), which ``keep_constraints`` gives the rewritten one: it reads the same elements,
+    # but its strided indices no longer give exact bounds, so their reads would be checked on the
+    # device only, failing later and with another status than the sequential fold's host check
+    constraints: tuple = ()
+
+
+def show_program(result: AutoReductions) -> str:
+    return "\n".join([*(f"-- {note}" for note in result.notes), core.show_program(result.program)])
+
+
+def verify(result: AutoReductions) -> None:
+    core.verify_anf(result.program)
+
+
+def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
+    """``program`` (in ANF, every call of its entry inlined) with each reduction at the top of its
+    entry kernel made a two-phase parallel reduction (module docstring)."""
+    entry = program.main
+    folds = [e for e in _top_level(entry.body) if isinstance(e, Ifold) or _map_of_folds(e)]
+    if not folds:
+        return AutoReductions(program, ())
+    if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(entry.body)):
+        return AutoReductions(program, ())  # the program's own strategy, its OpenCL as before
+    if not options.auto_reductions:
+        return AutoReductions(program, ("automatic reductions off (Options.auto_reductions)",))
+    found, constraints = _reductions(program)
+    names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
+    tuning = options.opencl_reduction
+    notes, rewritten = [], {}
+    for fold in folds:
+        if isinstance(fold, Build):
+            rows, note = _rows(fold, found, tuning, names)
+            if rows is not None:
+                rewritten[id(fold)] = rows
+            notes.extend([note] if note else [])
+            continue
+        state = fold.fn.params[0][0]
+        why_not = _why_sequential(found.get(state), tuning)
+        if why_not:
+            notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {why_not}")
+            continue
+        red, count = found[state]
+        shape = _shape(fold, tuning)
+        rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names)
+        notes.append(_note(state, count, red.monoids, shape) + ("" if shape == tuning else
+                     "; its body has loops of its own, so each lane takes whole elements, one a round "
+                     "at least (width 1, items 1): an element's work dwarfs the reduction's"))
+    if not rewritten:
+        return AutoReductions(program, tuple(notes))
+    from .anf import anf_kernel
+    from .optimize import optimize_program
+
+    body = _replace_top_level(entry.body, rewritten)
+    kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
+    # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
+    return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes), constraints)
+
+
+def keep_constraints(dps_program, result: AutoReductions):
+    """The DPS program of the rewritten program with the constraints of the one before it first."""
+    k = dps_program.kernels[dps_program.entry]
+    if not result.constraints:
+        return dps_program
+    constraints = (*result.constraints, *(c for c in k.constraints if c not in result.constraints))
+    return replace(dps_program, kernels={**dps_program.kernels, k.name: replace(k, constraints=constraints)})
+
+
+def _map_of_folds(e: core.Expr) -> bool:
+    """``e`` is a plain ``build`` of scalars whose element is computed with ifolds."""
+    return (isinstance(e, Build) and e.strategy is None and isinstance(e.ty.elem, Scalar)
+            and any(isinstance(inner, Ifold) for inner in _top_level(e.fn.body)))
+
+
+def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply):
+    """A map of reductions, ``build m (λ i. … ifold(λ a j. a ⊕ f(i, j), z, n) …)``, as one work-group
+    per element, whose lanes fold the reductions of its body and reduce them in local memory
+    (the rest of the body each work-item computes alike), and a note; None (and a note, or None)
+    where it is better left to one work-item per element: no reduction in it, or every one's count known when compiling and below
+    a group's lanes (short rows).  A symbolic count gets a group: sizes are not known until the
+    call, and a launch's shape is fixed when compiling."""
+    E = tuning.local
+    rewritten, described, short = {}, [], []
+    for fold in _top_level(build.fn.body):
+        if not isinstance(fold, Ifold):
+            continue
+        red, count = found.get(fold.fn.params[0][0]) or (None, None)
+        if red is None or any(m.may_overflow for m in red.monoids) or count is None:
+            continue  # a count read from data: its lanes' trip counts are data too (kept per row)
+        if count.is_Integer and count < E:
+            short.append(str(count))
+            continue
+        rewritten[id(fold)] = _parallel(fold, red.monoids, tuning, names, _in_group)
+        described.append(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}")
+    if not rewritten:
+        return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
+                      f"elements each, known when compiling: a work-item per element (rows shorter than a "
+                      f"group's {E} lanes)" if short else None)
+    fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
+    note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
+            f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
+            f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
+    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
+
+
+def _shape(fold: Ifold, tuning: OpenCLReduction) -> OpenCLReduction:
+    """The shape of ``fold``'s reduction: ``tuning``, but where the body has loops of its own
+    (GMM's per-point builds over the components) no vectors, whose lanes would run those loops one
+    by one anyway, and as many groups as elements allow, since each element is much work."""
+    if any(isinstance(node, (Build, Ifold, core.Iscan, core.Filter)) for node in core.walk(fold.fn.body)):
+        return replace(tuning, width=1, items=1)
+    return tuning
+
+
+def _top_level(e: core.Expr):
+    """The right-hand sides of the let chain at the top of a body, and its result."""
+    while isinstance(e, Let):
+        yield e.rhs
+        e = e.body
+    yield e
+
+
+def _replace_top_level(e: core.Expr, rewritten: dict) -> core.Expr:
+    match e:
+        case Let(rhs=rhs, body=body):
+            return replace(e, rhs=rewritten.get(id(rhs), rhs), body=_replace_top_level(body, rewritten))
+    return rewritten.get(id(e), e)
+
+
+def _reductions(program: core.Program) -> dict:
+    """Every ifold of the entry kernel's DPS form, by its state's name (unique: ANF's binders are):
+    (its ``dps.reductions.Reduction`` or None, its count over the sizes or None where it is not
+    known from them); and the kernel's size constraints."""
+    from .dps import ir
+    from .dps.reductions import reduction
+    from .dps.translate import dps_program
+    from .shape.translate import shape_program
+
+    k = dps_program(program, shape_program(program)).kernels[program.entry]
+    sizes = {s.name for s in k.sizes}
+    return {t.state: (reduction(t), t.count if isinstance(t.count, sympy.Basic)
+                      and {s.name for s in t.count.free_symbols} <= sizes else None)
+            for t in ir.walk(k.body) if isinstance(t, ir.Ifold)}, k.constraints
+
+
+def _why_sequential(found, tuning: OpenCLReduction) -> str | None:
+    if found is None:
+        return "not a fold of scalars"
+    red, count = found
+    if red is None:
+        return "not a reduction (its body is not acc ⊕ f(i) with ⊕ one of + * min max, per component)"
+    if count is None:
+        return "its count is not known from the input sizes, and a launch's size is fixed before it runs"
+    if count.is_Integer and count < tuning.elements:
+        return (f"{count} iterations, known when compiling, are fewer than one work-group's "
+                f"{tuning.elements} lanes: two launches would cost more than the fold")
+    overflowing = [m for m in red.monoids if m.may_overflow]
+    if overflowing:
+        m = overflowing[0]
+        return (f"{SYMBOLS[m.op]} on {m.ty.name} may overflow int64 in another grouping, and an overflow "
+                f"must fail where the sequential fold's does")
+    return None
+
+
+def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
+    ops = ", ".join(f"{SYMBOLS[m.op]} on {m.ty.name}" for m in monoids)
+    per = tuning.elements * tuning.items
+    width = [f"{tuning.width}-wide vectors" if m.ty in (Float, Double) and tuning.width > 1 else "scalars"
+             for m in monoids]
+    return (f"the ifold over {n} (state {state}) is a reduction of {ops}: parallel, "
+            f"{2 * len(monoids)} launches{' (two per component)' if len(monoids) > 1 else ''}, reassociated; phase 1: min(ceil({n}/{per}), "
+            f"{tuning.groups}) work-groups, each folding at least {tuning.items} elements per lane into a "
+            f"local array of {tuning.elements} ({tuning.local} lanes of {', '.join(sorted(set(width)))}), "
+            f"then a tree in local memory, one partial per group; phase 2: one work-group combines the "
+            f"partials the same way, then with the init (tuning {tuning}: Options.opencl_reduction, "
+            f"FSMOOTH_OPENCL_REDUCTION)")
+
+
+# ----------------------------------------------------------------------------- the rewrite
+
+def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply, reduce=None) -> core.Expr:
+    """``fold`` reduced by ``reduce`` (``_two_phase``, or ``_in_group``), component by component."""
+    reduce = reduce or _two_phase
+    if not isinstance(fold.ty, TupleT):
+        return reduce(fold.fn, fold.init, fold.count, monoids[0], tuning, names)
+    (state, _), (index, _) = fold.fn.params
+    components = []
+    for k, m in enumerate(monoids):
+        # component k of the state: the fold's function with the other components at their
+        # identities (component k reads only its own: dps.reductions)
+        a, j = names.fresh("acc"), names.fresh("j")
+        whole = Tuple(tuple(Var(a, m.ty) if q == k else _lit(other.identity, other.ty)
+                            for q, other in enumerate(monoids)), fold.ty)
+        step = Lam(((a, m.ty), (j, Index)),
+                   Proj(core.App(fold.fn, (whole, Var(j, Index)), fold.ty), k, m.ty), FunT((m.ty, Index), m.ty))
+        components.append(reduce(step, Proj(fold.init, k, m.ty), fold.count, m, tuning, names))
+    return Tuple(tuple(components), fold.ty)
+
+
+def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+    """``ifold step init n`` as two launches (module docstring); ``m``: its ``Monoid``."""
+    E = tuning.elements
+    width = tuning.width if m.ty in (Float, Double) else 1  # OpenCL vectors of floats only (dpia.vectorize)
+    g, partials, total = Var(names.fresh("groups"), Card), names.fresh("partials"), names.fresh("total")
+    arr = ArrayT(m.ty)
+
+    def lanes(c: Var | None, count: core.Expr, element) -> core.Expr:
+        """A group's local array of E partial results: lane t folds from the identity the elements
+        k = j·stride + first + t below ``count``; ``element(a, k)`` adds element k to ``a``."""
+        t, a, j, k = (names.fresh(base) for base in ("t", "acc", "j", "k"))
+        stride = _card("mul", g, _card_lit(E)) if c is not None else _card_lit(E)
+        at = _index("add", _index("mul", Var(j, Index), _to_index(stride)), Var(t, Index))
+        if c is not None:
+            at = _index("add", at, _index("mul", c, _index_lit(E)))
+        trips = _card("floordiv", _card("sub", _card("add", count, stride), _card_lit(1)), stride)
+        body = Let(k, at, If(PrimApp("lt", (Var(k, Index), _to_index(count)), Bool),
+                             element(Var(a, m.ty), Var(k, Index)), Var(a, m.ty), m.ty), m.ty)
+        fold = Ifold(Lam(((a, m.ty), (j, Index)), body, FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), trips, m.ty)
+        return Build(_card_lit(E), Lam(((t, Index),), fold, FunT((Index,), m.ty)), arr,
+                     strategy=Strategy("local", "local", width))
+
+    c, w = Var(names.fresh("c"), Index), names.fresh("w")
+    phase1 = Build(g, Lam(((c.name, Index),), _tree(lanes(c, n, lambda a, k: core.App(step, (a, k), m.ty)), m, E, names),
+                         FunT((Index,), m.ty)), arr, strategy=Strategy("workgroup", "global"))
+    combined = _tree(lanes(None, g, lambda a, k: _combine(m, a, Get(Var(partials, arr), k, m.ty))), m, E, names)
+    phase2 = Build(_card_lit(1), Lam(((w, Index),), _combine(m, init, combined), FunT((Index,), m.ty)), arr,
+                   strategy=Strategy("workgroup", "global"))
+    count = _card("min", _card("floordiv", _card("add", n, _card_lit(E * tuning.items - 1)),
+                               _card_lit(E * tuning.items)), _card_lit(tuning.groups))
+    return Let(g.name, count, Let(partials, phase1, Let(total, phase2, Get(Var(total, arr), _index_lit(0), m.ty), m.ty),
+                                  m.ty), m.ty)
+
+
+def _in_group(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+    """``ifold step init n`` by the lanes of one work-group: lane t folds the elements t, t + E, …
+    from the identity, then the group's tree, then the init."""
+    E = tuning.local
+    t, a, j, k = (names.fresh(base) for base in ("t", "acc", "j", "k"))
+    at = _index("add", _index("mul", Var(j, Index), _index_lit(E)), Var(t, Index))
+    trips = _card("floordiv", _card("add", n, _card_lit(E - 1)), _card_lit(E))
+    body = Let(k, at, If(PrimApp("lt", (Var(k, Index), _to_index(n)), Bool),
+                         core.App(step, (Var(a, m.ty), Var(k, Index)), m.ty), Var(a, m.ty), m.ty), m.ty)
+    fold = Ifold(Lam(((a, m.ty), (j, Index)), body, FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), trips, m.ty)
+    lanes = Build(_card_lit(E), Lam(((t, Index),), fold, FunT((Index,), m.ty)), ArrayT(m.ty),
+                  strategy=Strategy("local", "local"))
+    return _combine(m, init, _tree(lanes, m, E, names))
+
+
+def _tree(s: core.Expr, m, size: int, names: NameSupply) -> core.Expr:
+    """``s[0] ⊕ … ⊕ s[size-1]`` (``size`` a power of two) by one work-group: halved in local
+    memory, element l of each half ``s[l] ⊕ s[l + h]``, down to two."""
+    h = size // 2
+    if h == 0:
+        return Get(s, _index_lit(0), m.ty)
+    name = names.fresh("s")
+    v = Var(name, ArrayT(m.ty))
+    if h == 1:
+        return Let(name, s, _combine(m, Get(v, _index_lit(0), m.ty), Get(v, _index_lit(1), m.ty)), m.ty)
+    l = names.fresh("l")
+    li = Var(l, Index)
+    half = Build(_card_lit(h), Lam(((l, Index),), _combine(m, Get(v, li, m.ty), Get(v, _index("add", li, _index_lit(h)), m.ty)),
+                                   FunT((Index,), m.ty)), ArrayT(m.ty), strategy=Strategy("local", "local"))
+    return Let(name, s, _tree(half, m, h, names), m.ty)
+
+
+def _combine(m, a: core.Expr, b: core.Expr) -> core.Expr:
+    """``a ⊕ b``, ``a`` the earlier (min and max keep the first of equal operands)."""
+    return PrimApp(m.op, (a, b), m.ty)
+
+
+def _lit(value, ty: Scalar) -> Lit:
+    return Lit(float(value) if ty in (Float, Double) else int(value), ty)
+
+
+def _card_lit(v: int) -> Lit:
+    return Lit(v, Card)
+
+
+def _index_lit(v: int) -> Lit:
+    return Lit(v, Index)
+
+
+def _card(op: str, *args) -> PrimApp:
+    return PrimApp(op, args, Card)
+
+
+def _index(op: str, *args) -> PrimApp:
+    return PrimApp(op, args, Index)
+
+
+def _to_index(e: core.Expr) -> PrimApp:
+    return PrimApp("to_Index", (e,), Index)

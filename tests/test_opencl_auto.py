@@ -1,0 +1,228 @@
+"""Automatic parallel reductions on OpenCL (``fsmooth.auto_reductions``): an unannotated fold at the
+top of a kernel that is a reduction runs as two launches of many work-items, its result the
+reference's and numpy's (within rounding: the sum is regrouped); what is not a reduction, or
+may overflow when regrouped, stays on one work-item; annotated programs are left as written;
+``fsmooth explain`` says what was chosen; the shape is tunable (``OpenCLReduction``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy
+
+import opencl_auto_kernels as auto
+from corpus import blas
+from fsmooth.cli import main
+from fsmooth.driver import opencl_passes, run_passes
+from fsmooth.options import OpenCLReduction, Options, default_options
+from opencl_oclgrind import run_under_oclgrind
+from test_corpus import assert_close
+
+SIZES = (0, 1, 2, 1023, 1025, 100_003)  # empty, tiny, around a group's 1024 elements, large
+PARALLEL = ("sum_f", "sum_d", "prod_f", "prod_d", "min_f", "max_d", "max_sum", "max_index", "normalise")
+
+
+def _input(name: str, n: int, rng: np.random.Generator):
+    if name.endswith("_index"):
+        return rng.integers(-10 ** 6, 10 ** 6, n, dtype=np.int64)
+    if name.startswith("prod"):  # near 1, so that a product of 100k stays in range
+        x = 1.0 + rng.uniform(-1e-3, 1e-3, n)
+    else:
+        x = rng.standard_normal(n)
+    return x.astype(np.float32) if name.endswith("_f") or name == "normalise" else x
+
+
+def _tolerance(name: str, n: int) -> dict:
+    """Exact for min, max and integers; a float sum or product regrouped rounds differently."""
+    if name in ("min_f", "max_d", "max_index", "sum_index"):
+        return dict(rtol=0, atol=0)
+    if name in ("sum_f", "prod_f", "normalise"):
+        return dict(rtol=1e-4, atol=1e-4 * max(1.0, np.sqrt(n)))
+    return dict(rtol=1e-11, atol=1e-11 * max(1.0, np.sqrt(n)))
+
+
+@pytest.mark.parametrize("name", [*PARALLEL, "sum_index"])
+def test_compiled_equals_reference_and_numpy(intel_cpu_context, name):
+    kernel = getattr(auto, name)
+    rng = np.random.default_rng(12)
+    for n in SIZES:
+        x = _input(name, n, rng)
+        got = kernel.opencl(x, context=intel_cpu_context)
+        assert_close(got, kernel.reference(x), **_tolerance(name, n))
+        assert_close(got, auto.ORACLES[name](x), **_tolerance(name, n))
+        if name in ("min_f", "max_d", "max_index"):  # the very value, bit for bit
+            assert got == kernel.reference(x)
+
+
+def _trace(kernel, options: Options | None = None):
+    return run_passes(opencl_passes(options or kernel.options), kernel.program())
+
+
+def _work(artifact, n: int) -> list[tuple[int, int]]:
+    """(work-items, work-group size) of each launch at input length ``n``."""
+    def at(e):
+        e = sympy.sympify(e)
+        return int(e.subs({s: n for s in e.free_symbols}))
+
+    return [(at(launch.global_size[0]), at(launch.local_size[0]) if launch.local_size else 0)
+            for launch in artifact.launches]
+
+
+@pytest.mark.parametrize("name", PARALLEL)
+def test_reduction_runs_on_many_work_items_in_many_groups(name):
+    """The work is spread: at 2**20 elements, 64 groups of 256 work-items each fold 16 elements a
+    lane (4-wide: 4096 elements a group a round), then one group of 256 combines the 64 partials;
+    the default strategy ran the fold on one work-item."""
+    kernel = getattr(auto, name)
+    artifact = kernel.opencl_artifact()
+    reductions = 2 if name == "max_sum" else 1
+    work = _work(artifact, 2 ** 20)
+    assert work[:2 * reductions] == [(64 * 256, 256), (256, 256)] * reductions
+    sequential = _work(kernel.with_options(auto_reductions=False).opencl_artifact(), 2 ** 20)
+    assert sequential[0] == (1, 1)
+    # the group count is capped: 2**30 elements give 1024 groups, each lane folding 256
+    assert _work(artifact, 2 ** 30)[0] == (1024 * 256, 256)
+
+
+def test_integer_sum_stays_sequential_and_says_why():
+    notes = _trace(auto.sum_index).last("auto_reductions").notes
+    assert len(notes) == 1 and "one work-item" in notes[0] and "overflow" in notes[0]
+    assert _work(auto.sum_index.opencl_artifact(), 10 ** 6) == [(1, 1)]
+
+
+ROWS = ("row_sums", "row_logsumexp", "gemv_auto", "short_rows")
+SHAPES = ((0, 5), (1, 1), (3, 7), (5, 1000), (40, 3000))  # 120,000 elements the last
+
+
+def _np_rows(name: str, m: np.ndarray, x: np.ndarray):
+    m64 = m.astype(np.float64)
+    if name == "row_logsumexp":
+        top = m64.max(axis=1, keepdims=True) if m.shape[1] else np.zeros((m.shape[0], 1))
+        return (np.log(np.exp(m64 - top).sum(axis=1)) + top[:, 0]).astype(np.float32)
+    if name == "gemv_auto":
+        return (m64 @ x.astype(np.float64)).astype(np.float32)
+    return m64[:, :3].sum(axis=1) if name == "short_rows" else m64.sum(axis=1)
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name):
+    kernel = getattr(auto, name)
+    rng = np.random.default_rng(8)
+    for rows, cols in SHAPES:
+        if name == "short_rows":
+            cols = max(cols, 3)
+        m = rng.standard_normal((rows, cols))
+        m = m.astype(np.float32) if name in ("row_logsumexp", "gemv_auto") else m
+        x = rng.standard_normal(cols).astype(np.float32)
+        args = (m, x) if name == "gemv_auto" else (m,)
+        got = kernel.opencl(*args, context=intel_cpu_context)
+        tol = dict(rtol=1e-4, atol=1e-4) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+        assert_close(got, np.asarray(kernel.reference(*args)), **tol)
+        assert_close(got, _np_rows(name, m, x), **tol)
+
+
+def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
+    for name in ROWS[:3]:
+        artifact = getattr(auto, name).opencl_artifact()
+        assert _work(artifact, 500) == [(500 * 256, 256)], name  # 500 rows: 500 groups of 256
+        assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
+    short = auto.short_rows.opencl_artifact()
+    assert _work(short, 500) == [(500, 0)]  # a work-item per row, the group size the runtime's
+    assert "rows shorter than a group's 256 lanes" in short.source
+
+
+def test_a_short_fold_known_when_compiling_stays_sequential():
+    notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
+    assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
+    assert _work(auto.sum_first_ten.opencl_artifact(), 100) == [(1, 1)]
+
+
+def test_a_fold_with_loops_in_its_body_gets_whole_elements_per_lane():
+    """GMM's fold over the points (each point a build over the components): scalar lanes, one
+    point a lane a round, so 10,000 points take 40 groups of 256 (not 1 group of 16 a lane)."""
+    from corpus import gmm
+
+    notes = _trace(gmm.gmm_objective).last("auto_reductions").notes
+    assert "loops of its own" in notes[0] and "local=256,width=1,items=1" in notes[0]
+    work = _work(gmm.gmm_objective.opencl_artifact(), 10_000)
+    first = work.index((40 * 256, 256))
+    assert work[first + 1] == (256, 256)
+
+
+def test_annotated_programs_are_left_as_written():
+    """blas.dot's strategy is the user's: the pass changes nothing and the source says nothing new."""
+    trace = _trace(blas.dot)
+    assert trace.last("auto_reductions").program is trace.last("optimise")
+    assert trace.last("auto_reductions").notes == ()
+    assert "Strategy:" not in blas.dot.opencl_artifact().source
+
+
+def test_dot_auto_has_the_hand_written_shape():
+    """Unannotated, dot runs as blas.dot does: the same launches at every size."""
+    for n in (0, 5000, 2 ** 24, 2 ** 28):
+        assert _work(blas.dot_auto.opencl_artifact(), n) == _work(blas.dot.opencl_artifact(), n)
+
+
+def test_dot_auto_and_asum_auto_equal_the_oracles(intel_cpu_context):
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 4097, 300_001):
+        x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+        assert np.isclose(blas.dot_auto.opencl(x, y, context=intel_cpu_context), blas.np_dot(x, y), rtol=1e-4, atol=1e-3)
+        assert np.isclose(blas.dot_auto.opencl(x, y, context=intel_cpu_context), blas.dot_auto.reference(x, y),
+                          rtol=1e-4, atol=1e-3)
+        assert np.isclose(blas.asum_auto.opencl(x, context=intel_cpu_context), blas.np_asum(x), rtol=1e-4, atol=1e-3)
+
+
+def test_explain_shows_the_strategy_and_why(tmp_path, capsys):
+    assert main(["explain", f"{blas.__file__}:dot_auto", "--target", "opencl", "--stage", "opencl"]) == 0
+    out = capsys.readouterr().out
+    head = out[:out.index("typedef")]
+    assert "reduction of + on Float" in head and "min(ceil(Min(x_d0, y_d0)/16384), 1024) work-groups" in head
+    assert "Launches" in head and ": 256, 256" in head  # the second launch: one group of 256
+
+
+def test_tuning_changes_the_shape():
+    tuning = OpenCLReduction(local=64, width=2, items=4, groups=8)
+    artifact = auto.sum_f.with_options(opencl_reduction=tuning).opencl_artifact()
+    assert _work(artifact, 10 ** 6) == [(8 * 64, 64), (64, 64)]  # 8 groups (the cap), of 64
+    assert _work(artifact, 1000) == [(2 * 64, 64), (64, 64)]  # ceil(1000 / (64·2·4)) groups
+    assert "local=64,width=2,items=4,groups=8" in artifact.source
+
+
+def test_tuning_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FSMOOTH_OPENCL_REDUCTION", "local=128, groups=512")
+    assert default_options().opencl_reduction == OpenCLReduction(local=128, width=4, items=16, groups=512)
+    monkeypatch.setenv("FSMOOTH_OPENCL_REDUCTION", "local=100")
+    with pytest.raises(ValueError, match="power of two"):
+        default_options()
+    with pytest.raises(ValueError, match="expected NAME=INT"):
+        OpenCLReduction.parse("lanes=4")
+
+
+def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
+    """Several groups at small sizes (small shapes), a tuple state, an integer state, the default
+    shape once, maps of reductions.  Each executable is called once: under Oclgrind a second call
+    on the same executable may read its reused buffers as uninitialised (blas.dot's too, after a
+    call at n = 0: the launcher's reuse, not the kernels), so each size has a shape of its own."""
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import opencl_auto_kernels as auto
+        from fsmooth.options import OpenCLReduction
+        from test_corpus import assert_close
+        rng = np.random.default_rng(3)
+
+        def check(kernel, *args, **tuning):
+            if tuning:
+                kernel = kernel.with_options(opencl_reduction=OpenCLReduction(**tuning))
+            assert_close(kernel.opencl(*args), kernel.reference(*args), rtol=1e-5, atol=1e-5)
+
+        for n, width in ((0, 2), (300, 4)):  # 300: 4 groups (the cap) of 8 lanes
+            x = rng.standard_normal(n)
+            check(auto.max_sum, x, local=8, width=width, items=2, groups=4)
+            check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
+            check(auto.max_index, (x * 1000).astype(np.int64), local=8, width=width, items=2, groups=4)
+        check(auto.sum_d, rng.standard_normal(37))
+        m = rng.standard_normal((3, 37)).astype(np.float32)
+        check(auto.row_logsumexp, m, local=8)
+        check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
+    """, timeout=900)
+    assert ok, report
