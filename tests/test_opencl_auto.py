@@ -126,7 +126,7 @@ def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
         assert _work(artifact, 500) == [(500 * 256, 256)], name  # 500 rows: 500 groups of 256
         assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
     short = auto.short_rows.opencl_artifact()
-    assert _work(short, 500) == [(500, 0)]  # a work-item per row, the group size the runtime's
+    assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
     assert "rows shorter than a group's 256 lanes" in short.source
 
 
