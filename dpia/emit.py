@@ -207,9 +207,9 @@ class KernelEmitter:
         self.reads: dict = {}
         self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
         self.fitting_before_the_body: dict = {}  # sizes tested before the body (paths.FitsInt64)
-        # per enclosing sequential loop, its variable and the parts of subscripts kept running
-        # (dpia.strength_reduction), innermost last
-        self.running: list[tuple[sympy.Symbol, dict]] = []
+        # per enclosing sequential loop, its variable, the ranges before it and the parts of
+        # subscripts kept running (dpia.strength_reduction), innermost last
+        self.running: list[tuple[sympy.Symbol, Ranges, dict]] = []
         # the operands' index values that ``exp`` has asked ``paths.arithmetic_fits`` about, so that
         # a deep expression's operations are each analysed once, not once per enclosing operation
         self.arithmetic_values: dict = {}
@@ -368,12 +368,12 @@ class KernelEmitter:
         (``dpia.strength_reduction``) read from their variables."""
         e = simplify_index(offset, ranges)
         loop_variables = [v for v, _, _ in ranges.loops]
-        for variable, terms in self.running:
+        for variable, at_the_loop, terms in self.running:
             if variable not in e.free_symbols:
                 continue
             depth = loop_variables.index(variable)
             invariant = set(ranges.naturals) | set(loop_variables[:depth])
-            e = self.running_remainders(e, variable, invariant, terms, ranges, ranges.prefix(depth))
+            e = self.running_remainders(e, variable, invariant, terms, ranges, at_the_loop)
             part = varying_part(e, variable, invariant)
             if part == 0:
                 continue
@@ -619,7 +619,7 @@ class KernelEmitter:
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
         running: dict = {}
         if self.options.reduce_strength:
-            self.running.append((index_symbol(i), running))
+            self.running.append((index_symbol(i), ranges, running))
         try:
             lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
         finally:
