@@ -33,7 +33,7 @@ class Options:
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
-    reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder (a*i + b) % n by a non-constant n, is kept running: an addition (and a comparison) per trip")
+    reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")
     interchange: bool = _optimisation("C", "a fold nested in builds that reads down columns runs outermost, each element's state in its place (dpia.interchange)")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
