@@ -145,3 +145,20 @@ def test_add3_loop_through_the_abi(tmp_path):
 def test_running_remainders_under_address_sanitizer():
     result = run_under_address_sanitizer(__file__, "through_the_abi")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_running_remainders_on_intel_opencl_cpu(intel_cpu_context):
+    """The OpenCL back end keeps them running too (add3_loop's sequential kernel): the same
+    results there, a negative b, a ≥ n and n = 1 included, and the division by 0 reported."""
+    assert "remainder_1 >= v_d0 - remainder_1_step ?" in strided_product.opencl_artifact().source
+    rng = np.random.default_rng(15)
+    for n, iters in ((1, 5), (3, 40), (100, 250)):
+        v = rng.uniform(-1, 1, n)
+        got = strided_product.opencl(v, iters, context=intel_cpu_context)
+        assert got == pytest.approx(np_strided_product(v, iters), rel=1e-12, abs=1e-12)
+        a, b, c = (rng.uniform(-1, 1, n) for _ in range(3))
+        got = micro_kernels.add3_loop.opencl(a, b, c, iters, context=intel_cpu_context)
+        assert got == pytest.approx(micro_kernels.add3_loop.reference(a, b, c, iters), rel=1e-12, abs=1e-12)
+    assert strided_product.opencl(np.zeros(0), 0, context=intel_cpu_context) == 0.0
+    with pytest.raises(ZeroDivisionError):
+        strided_product.opencl(np.zeros(0), 3, context=intel_cpu_context)
