@@ -365,12 +365,13 @@ def markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path)
         "Every compiled column is built for this machine's CPU: fsmooth and the hand-written C with "
         "`-march=native` (fsmooth's default in-process build, `fsmooth.cache.host_flags`), Eigen "
         "likewise (and its own SIMD packets), Numba by LLVM for the host CPU. In add3 each "
-        "iteration divides twice (`it % n`, `(7·it + 1) % n`): gcc divides in 64 bits both times, in "
-        "the hand-written C and in fsmooth's C alike (which, counted by callgrind without AVX-512, "
-        "execute the same number of instructions: 19,700,063 and 19,700,048 for 100,000 "
-        "iterations), while Numba's LLVM keeps `it % n` as a counter that wraps around and divides "
-        "in 32 bits where both operands fit (read in its assembly): that, not the vector loop, is "
-        "where Numba's fused loop is faster.",
+        "iteration reads at `it % n` and `(7·it + 1) % n`: the hand-written C divides in 64 bits "
+        "twice per iteration (gcc), Numba's LLVM keeps `it % n` as a counter that wraps around and "
+        "divides in 32 bits for the other where both operands fit (read in its assembly), and "
+        "fsmooth keeps both remainders running (`reduce_strength`, `fsmooth.dpia.strength_reduction`): "
+        "b mod n and a mod n once before the loop, then a comparison and an addition per iteration, "
+        "no division (callgrind counts a division as one instruction, so instruction counts do not "
+        "show the difference; `tests/test_running_remainder.py` counts the divisions).",
         "",
         "## Reading against the targets",
         "",

@@ -40,6 +40,13 @@ static inline int64_t fs_mod_i64(int64_t a, int64_t b) {
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
+/* Python's b % n for n >= 0, where a running remainder (dpia.strength_reduction) starts or
+ * steps: no division where 0 <= b < n, as a remainder of the loop's first trip in a loop nested
+ * in another mostly is; 0 where n is 0 (the remainder is then never read). */
+static inline int64_t fs_running_mod_i64(int64_t b, int64_t n) {
+    if (0 <= b && b < n) return b;
+    return n == 0 ? 0 : fs_mod_i64(b, n);
+}
 /* The same by a divisor 2**k (k >= 1), for every a and without a test: >> of a negative int64
  * is arithmetic (sign-filling) in gcc and clang and so defined in OpenCL C, so a >> k is
  * floor(a / 2**k); in two's complement a & (2**k - 1) is Python's a % 2**k.  Functions, not

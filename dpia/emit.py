@@ -32,7 +32,8 @@ import sympy
 
 from fsmooth import prims
 from fsmooth.artifact import Constraint, KernelInterface, RangeCheck, SizeSource, result_components
-from fsmooth.dps.ranges import Ranges, overflow_conditions, positive, simplify_index, truncating_divisions
+from fsmooth.dps.ranges import (Ranges, nonnegative, overflow_conditions, positive, simplify_index,
+                                truncating_divisions)
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.options import Options
@@ -43,7 +44,7 @@ from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
 from .loop_checks import Check, RangeTest, hoist_invariant_checks, records_moved
-from .strength_reduction import RunningTerm, reduction, varying_part
+from .strength_reduction import RunningRemainder, RunningTerm, affine_remainder, reduction, varying_part
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -206,9 +207,9 @@ class KernelEmitter:
         self.reads: dict = {}
         self.range_checks: list = []  # RangeCheck per checked read written, emitted or proven
         self.fitting_before_the_body: dict = {}  # sizes tested before the body (paths.FitsInt64)
-        # per enclosing sequential loop, its variable and the parts of subscripts kept running
-        # (dpia.strength_reduction), innermost last
-        self.running: list[tuple[sympy.Symbol, dict]] = []
+        # per enclosing sequential loop, its variable, the ranges before it and the parts of
+        # subscripts kept running (dpia.strength_reduction), innermost last
+        self.running: list[tuple[sympy.Symbol, Ranges, dict]] = []
         # the operands' index values that ``exp`` has asked ``paths.arithmetic_fits`` about, so that
         # a deep expression's operations are each analysed once, not once per enclosing operation
         self.arithmetic_values: dict = {}
@@ -367,11 +368,13 @@ class KernelEmitter:
         (``dpia.strength_reduction``) read from their variables."""
         e = simplify_index(offset, ranges)
         loop_variables = [v for v, _, _ in ranges.loops]
-        for variable, terms in self.running:
+        for variable, at_the_loop, terms in self.running:
             if variable not in e.free_symbols:
                 continue
-            outer = set(loop_variables[:loop_variables.index(variable)])
-            part = varying_part(e, variable, set(ranges.naturals) | outer)
+            depth = loop_variables.index(variable)
+            invariant = set(ranges.naturals) | set(loop_variables[:depth])
+            e = self.running_remainders(e, variable, invariant, terms, ranges, at_the_loop)
+            part = varying_part(e, variable, invariant)
             if part == 0:
                 continue
             if part not in terms:
@@ -385,6 +388,31 @@ class KernelEmitter:
                 terms[part] = RunningTerm(self.namer.fresh("running"), variable, part, *found)
             e = e - part + index_symbol(terms[part].name)
         return print_size(truncating_divisions(e, ranges), self.size_target, self.size_name)
+
+    def running_remainders(self, e: sympy.Expr, variable: sympy.Symbol, invariant: set, terms: dict,
+                           ranges: Ranges, at_the_loop: Ranges) -> sympy.Expr:
+        """``e`` with its remainders (a·v + b) mod n of the loop's ``variable`` read from their
+        running variables (``dpia.strength_reduction.RunningRemainder``), added to ``terms``.
+        Only where n ≥ 1 is proven here (``ranges``), so that the remainder is read only where
+        a division by n would not fail, and n ≥ 0 before the loop (``at_the_loop``), where a
+        divisor 0 (the call then fails in the body before the read) makes the running value a
+        constant 0; and where computing a and b before the loop needs no test that the body's
+        arithmetic did not have (``overflow_conditions``): the call fails where it failed."""
+        for mod in sorted(e.atoms(sympy.Mod), key=sympy.default_sort_key):
+            if mod in terms:
+                e = e.xreplace({mod: _remainder_symbol(terms[mod].name)})
+                continue
+            found = affine_remainder(mod, variable, invariant)
+            n = mod.args[1]
+            if found is None or not (positive(n, ranges) and nonnegative(n, at_the_loop)):
+                continue
+            if any(overflow_conditions(x, at_the_loop) != () for x in found):
+                continue
+            name = self.namer.fresh("remainder")
+            b, a = found
+            terms[mod] = RunningRemainder(name, self.namer.fresh(f"{name}_step"), variable, mod, b, a, n)
+            e = e.xreplace({mod: _remainder_symbol(name)})
+        return e
 
     def address(self, ph: p.Phrase, env: dict, ranges: Ranges, checks: list) -> str:
         return self.address_of(*self.resolve(ph, env, ranges, checks))
@@ -591,16 +619,26 @@ class KernelEmitter:
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
         running: dict = {}
         if self.options.reduce_strength:
-            self.running.append((index_symbol(i), running))
+            self.running.append((index_symbol(i), ranges, running))
         try:
             lines = self.comm(body, scope({**env, index: ScalarVariable(i)}), inner_ranges) + list(tail)
         finally:
             if self.options.reduce_strength:
                 self.running.pop()
-        starts = [f"int64_t {r.name} = {self.cint(r.start, ranges)};" for r in running.values()]
-        # wrapping: after the last trip the value may leave int64, and is not read
-        lines += [f"{r.name} = (int64_t)((uint64_t){r.name} + (uint64_t){self.cint(r.step, inner_ranges)});"
-                  for r in running.values()]
+        starts, updates = [], []
+        for r in running.values():
+            match r:
+                case RunningTerm():
+                    starts.append(f"int64_t {r.name} = {self.cint(r.start, ranges)};")
+                    # wrapping: after the last trip the value may leave int64, and is not read
+                    updates.append(f"{r.name} = (int64_t)((uint64_t){r.name} + "
+                                   f"(uint64_t){self.cint(r.step, inner_ranges)});")
+                case RunningRemainder():
+                    starts += self.remainder_starts(r, ranges)
+                    d, s = strip_parentheses(self.cint(r.divisor, ranges)), r.step_name
+                    # r + s < 2n may not fit int64: compare first, then stay in 0 .. n-1
+                    updates.append(f"{r.name} = {r.name} >= {d} - {s} ? {r.name} - ({d} - {s}) : {r.name} + {s};")
+        lines += updates
         hoisted = []
         if self.options.hoist_checks:
             last = (None if sympy.sympify(n).is_number else f"{bound} - 1" if count
@@ -609,9 +647,24 @@ class KernelEmitter:
             changed = records_moved(moved, hoisted)
             self.range_checks = [changed.get(r, r) for r in self.range_checks]
         loop = starts + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
-        if hoisted and not positive(n, ranges):
+        # a loop of no trips computes no running remainder's start (a division)
+        remainders = any(isinstance(r, RunningRemainder) for r in running.values())
+        if (hoisted or remainders) and not positive(n, ranges):
             return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
         return count + hoisted + loop
+
+    def remainder_starts(self, r: RunningRemainder, ranges: Ranges) -> list[str]:
+        """The declarations of a running remainder and its step before its loop (``ranges``):
+        b mod n and a mod n, a division only where that is not b (a) itself, and 0 where n is
+        0 (the body then fails before it reads the remainder, and the update keeps it 0): no
+        division by 0 runs, and no more divisions than the loop's first trip did, but one for a
+        step a ≥ n."""
+        n = strip_parentheses(self.cint(r.divisor, ranges))
+
+        def value(x: sympy.Expr) -> str:
+            text = self.cint(x, ranges)
+            return "0" if text == "0" else f"fs_running_mod_i64({strip_parentheses(text)}, {n})"
+        return [f"int64_t {r.name} = {value(r.start)};", f"const int64_t {r.step_name} = {value(r.step)};"]
 
     # -- what the kernel's caller needs
     def scratch(self) -> sympy.Expr:
@@ -626,6 +679,12 @@ class KernelEmitter:
                                constraints, self.scratch(), _dims(k.result_dims),
                                # once each: a vector access resolves its first lane twice
                                tuple(dict.fromkeys(self.range_checks)), k.threads, k.kept_length)
+
+
+def _remainder_symbol(cname: str) -> sympy.Symbol:
+    """The symbol of a running remainder's C variable: ≥ 0, as the remainder it stands for, so
+    that an expression around it keeps C's plain ``%`` and ``/`` (``truncating_divisions``)."""
+    return sympy.Symbol(cname, integer=True, nonnegative=True)
 
 
 def _dims(dims) -> tuple:

@@ -16,6 +16,15 @@ coefficients.  An affine S is left to the C compiler.  The running value is upda
 (unsigned) arithmetic: it is S(v) modulo 2**64, which is S(v) on every trip, where computing
 S(v) is proven not to overflow (``overflow_conditions``, as the subscript's own arithmetic); the
 update after the last trip may wrap, and is never read.
+
+A remainder (a·v + b) mod n of the loop's variable, with a, b and n what the loop does not
+change and n ≥ 1 where it is read (``fsmooth.dps.ranges.positive``: a constant, a loop count, or
+a divisor tested nonzero), is kept running too (``RunningRemainder``): a division per trip (gcc
+divides in 64 bits where n is not a constant) becomes a comparison and an addition.  It starts
+at b mod n and adds a mod n after every trip, less n where that reaches n; both computed once,
+before the loop, with Python's floor semantics, as ``%`` has.  The value stays in 0 .. n-1, so
+nothing overflows: ``r ≥ n - s`` is compared before anything is added.  A constant divisor is
+left to the C compiler, which multiplies instead of dividing.
 """
 from __future__ import annotations
 
@@ -34,6 +43,45 @@ class RunningTerm:
     term: sympy.Expr
     start: sympy.Integer
     step: sympy.Expr
+
+
+@dataclass(frozen=True)
+class RunningRemainder:
+    """``remainder`` = (a·v + b) mod n of the loop over ``variable``, in the C variable ``name``,
+    which starts at ``start`` mod n (``start`` = b) and adds ``step`` mod n (``step`` = a; kept
+    in the C variable ``step_name``), less n where it reaches n; ``divisor`` = n."""
+
+    name: str
+    step_name: str
+    variable: sympy.Symbol
+    remainder: sympy.Mod
+    start: sympy.Expr
+    step: sympy.Expr
+    divisor: sympy.Expr
+
+
+def affine_remainder(mod: sympy.Mod, v: sympy.Symbol, invariant: set) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """(b, a) of ``mod`` = (a·v + b) mod n where a ≠ 0, a, b and n are polynomials with integer
+    coefficients in ``invariant`` symbols (what the loop over v does not change) and n is not a
+    constant, else None."""
+    dividend, divisor = mod.args
+    if divisor.is_number or not divisor.free_symbols <= invariant or not _integer_polynomial(divisor):
+        return None
+    dividend = sympy.expand(dividend)
+    if v not in dividend.free_symbols or not _affine(dividend, v):
+        return None
+    a, b = dividend.coeff(v, 1), dividend.coeff(v, 0)
+    if not all(x.free_symbols <= invariant and _integer_polynomial(x) for x in (a, b)):
+        return None
+    return b, a
+
+
+def _integer_polynomial(t: sympy.Expr) -> bool:
+    t = sympy.expand(t)
+    if t.is_Integer:
+        return True
+    return t.is_polynomial(*t.free_symbols) and all(
+        c.is_Integer for c in sympy.Poly(t, *sorted(t.free_symbols, key=str)).coeffs())
 
 
 def varying_part(e: sympy.Expr, v: sympy.Symbol, invariant: set) -> sympy.Expr:

@@ -88,7 +88,7 @@ class Options:
     auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
-    reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone is kept running, one addition per trip")
+    reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")
     interchange: bool = _optimisation("C", "a fold nested in builds that reads down columns runs outermost, each element's state in its place (dpia.interchange)")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
