@@ -48,8 +48,8 @@ The element may be a row whose lets are such reductions (or scalars computed fro
 ``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
 build(k, λ j. e[j] / s))``: one work-group per row as well, each reduction the group's local
 reduction (every lane then knows its result), and each build of scalars of the row's body (the
-row itself, and an intermediate such as ``e``) a ``build_local``, lane t the elements t, t + local,
-…, an intermediate in global memory (a row may exceed local memory; one copy per group, as the
+row itself, and an intermediate such as ``e``) a ``build_local``, its elements strided over the
+group's lanes, an intermediate in global memory (a row may exceed local memory; one copy per group, as the
 default kept one per work-item), the barrier after its loop ordering its writes before the reads.
 A row whose length is known when compiling and below ``local`` keeps a work-item per row.
 
@@ -194,7 +194,7 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
                       f"group's {E} lanes)" if short else None)
     if row:
         # the row's builds (its result, and intermediates such as softmax's exponentials) spread
-        # over the group's lanes, element l by lane l mod E; an intermediate stays in global
+        # over the group's lanes, strided by the group's size; an intermediate stays in global
         # memory (a row may be longer than local memory holds), one per group, and the barrier
         # after its loop orders its writes before the lanes' reads of it
         for node in _top_level(build.fn.body):
@@ -203,8 +203,8 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
     fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
     note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
             f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
-            + (f"(every lane then knows the results); the row's builds spread over the lanes, lane t the "
-               f"elements t, t + {E}, … " if row else "")
+            + ("(every lane then knows the results); the row's builds spread over the lanes, strided "
+               "by the group's size " if row else "")
             + f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
     return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
 
