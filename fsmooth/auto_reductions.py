@@ -44,6 +44,15 @@ element; a symbolic
 count gets a group per element (the launch's shape is fixed when compiling; a reduction over a
 symbolic row length is taken to be long).
 
+The element may be a row whose lets are such reductions (or scalars computed from them), softmax's
+``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
+build(k, λ j. e[j] / s))``: one work-group per row as well, each reduction the group's local
+reduction (every lane then knows its result), and each build of scalars of the row's body (the
+row itself, and an intermediate such as ``e``) a ``build_local``, its elements strided over the
+group's lanes, an intermediate in global memory (a row may exceed local memory; one copy per group, as the
+default kept one per work-item), the barrier after its loop ordering its writes before the reads.
+A row whose length is known when compiling and below ``local`` keeps a work-item per row.
+
 The pass returns the rewritten program and one line per top-level ifold saying what was chosen
 and why, which the OpenCL program's first comment repeats (``fsmooth explain --stage opencl``).
 """
@@ -138,9 +147,17 @@ def keep_constraints(dps_program, result: AutoReductions):
 
 
 def _map_of_folds(e: core.Expr) -> bool:
-    """``e`` is a plain ``build`` of scalars whose element is computed with ifolds."""
-    return (isinstance(e, Build) and e.strategy is None and isinstance(e.ty.elem, Scalar)
+    """``e`` is a plain ``build`` whose element is computed with ifolds: a scalar, or a row (a
+    build of scalars) after them."""
+    return (isinstance(e, Build) and e.strategy is None
+            and (isinstance(e.ty.elem, Scalar) or _row_of_scalars(e.fn.body))
             and any(isinstance(inner, Ifold) for inner in _top_level(e.fn.body)))
+
+
+def _row_of_scalars(body: core.Expr) -> bool:
+    """``body``'s result (after its lets) is a plain build of scalars: the element is a row."""
+    *_, result = _top_level(body)
+    return isinstance(result, Build) and result.strategy is None and isinstance(result.ty.elem, Scalar)
 
 
 def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply):
@@ -148,9 +165,17 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
     per element, whose lanes fold the reductions of its body and reduce them in local memory
     (the rest of the body each work-item computes alike), and a note; None (and a note, or None)
     where it is better left to one work-item per element: no reduction in it, or every one's count known when compiling and below
-    a group's lanes (short rows).  A symbolic count gets a group: sizes are not known until the
-    call, and a launch's shape is fixed when compiling."""
+    a group's lanes (short rows), or an element that is a row of such a length.  A symbolic count
+    gets a group: sizes are not known until the call, and a launch's shape is fixed when compiling.
+    Where the element is a row (``build k (λ j. …)`` after the lets: softmax), the row's builds are
+    the group's too, its lanes writing strided elements (``build_local``)."""
     E = tuning.local
+    *_, result = _top_level(build.fn.body)
+    row = isinstance(build.ty.elem, ArrayT)
+    if row and isinstance(result.size, Lit) and result.size.value < E:
+        # a short row, as today: most of a group's lanes would idle while it is written
+        return None, (f"the top-level build of {build.fn.params[0][0]} makes rows of {result.size.value} elements, "
+                      f"known when compiling: a work-item per row (rows shorter than a group's {E} lanes)")
     rewritten, described, short = {}, [], []
     for fold in _top_level(build.fn.body):
         if not isinstance(fold, Ifold):
@@ -167,10 +192,20 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
         return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
                       f"elements each, known when compiling: a work-item per element (rows shorter than a "
                       f"group's {E} lanes)" if short else None)
+    if row:
+        # the row's builds (its result, and intermediates such as softmax's exponentials) spread
+        # over the group's lanes, strided by the group's size; an intermediate stays in global
+        # memory (a row may be longer than local memory holds), one per group, and the barrier
+        # after its loop orders its writes before the lanes' reads of it
+        for node in _top_level(build.fn.body):
+            if isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar):
+                rewritten[id(node)] = replace(node, strategy=Strategy("local", "global"))
     fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
     note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
             f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
-            f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
+            + ("(every lane then knows the results); the row's builds spread over the lanes, strided "
+               "by the group's size " if row else "")
+            + f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
     return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
 
 

@@ -115,3 +115,28 @@ def gemv_auto(a: Array[Array[Float]], x: Array[Float]) -> Array[Float]:
 def short_rows(m: Array[Array[Double]]) -> Array[Double]:
     """Rows of 3, known when compiling: a work-item per row (the default)."""
     return fs.build(length(m), lambda i: ifold(lambda acc, j: acc + m[i][j], 0.0, 3))
+
+
+@fs.kernel
+def l2_normalised_row(m: Array[Array[Double]], i: Index) -> Array[Double]:
+    norm = fs.sqrt(ifold(lambda acc, j: acc + m[i][j] * m[i][j], 0.0, length(m[0]))) + 1.0
+    return fs.build(length(m[0]), lambda j: m[i][j] / norm)
+
+
+@fs.kernel
+def l2_normalised_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    """Each row divided by its L2 norm (plus one, so that a zero row stays finite): a reduction,
+    a scalar from it, then the row: a work-group per row."""
+    return fs.build(length(m), lambda i: l2_normalised_row(m, i))
+
+
+@fs.kernel
+def short_normalised_row(m: Array[Array[Double]], i: Index) -> Array[Double]:
+    total = ifold(lambda acc, j: acc + m[i][j], 1.0, 3)
+    return fs.build(3, lambda j: m[i][j] / total)
+
+
+@fs.kernel
+def short_normalised_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    """Rows of 3, known when compiling: a work-item per row (the default)."""
+    return fs.build(length(m), lambda i: short_normalised_row(m, i))

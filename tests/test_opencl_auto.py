@@ -5,12 +5,14 @@ may overflow when regrouped, stays on one work-item; annotated programs are left
 ``fsmooth explain`` says what was chosen; the shape is tunable (``OpenCLReduction``)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import sympy
 
 import opencl_auto_kernels as auto
-from corpus import blas
+from corpus import blas, ml, vision
 from fsmooth.cli import main
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.options import OpenCLReduction, Options, default_options
@@ -130,6 +132,52 @@ def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
     assert "rows shorter than a group's 256 lanes" in short.source
 
 
+ROW_MAPS = {  # a map whose element is a row, after reductions over it: kernel, numpy oracle
+    "softmax_rows": (ml.softmax_rows, ml.np_softmax_rows),
+    "softmax_rows_f32": (vision.softmax_rows_f32, vision.np_softmax_rows_f32),
+    "l2_normalised_rows": (auto.l2_normalised_rows,
+                           lambda m: m / (np.sqrt((m * m).sum(axis=1, keepdims=True)) + 1.0)),
+    "short_normalised_rows": (auto.short_normalised_rows, lambda m: m / (1.0 + m.sum(axis=1, keepdims=True))),
+}
+ROW_SHAPES = ((0, 5), (1, 1), (3, 1000), (40, 300))
+
+
+@pytest.mark.parametrize("name", ROW_MAPS)
+def test_maps_of_rows_equal_reference_and_numpy(intel_cpu_context, name):
+    kernel, oracle = ROW_MAPS[name]
+    rng = np.random.default_rng(9)
+    for rows, cols in ROW_SHAPES:
+        cols = 3 if name.startswith("short") else cols
+        m = rng.standard_normal((rows, cols))
+        m = m.astype(np.float32) if name.endswith("f32") else m
+        got = kernel.opencl(m, context=intel_cpu_context)
+        assert got.shape == (rows, cols)
+        tol = dict(rtol=1e-5, atol=1e-6) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+        assert_close(got, np.asarray(kernel.reference(m)).reshape(rows, cols), **tol)
+        assert_close(got, oracle(m), **tol)
+
+
+def test_a_map_of_rows_gets_a_group_per_row_unless_rows_are_short():
+    """Softmax's rows: 500 rows, 500 groups of 256, one launch (the default ran a row a work-item);
+    the row's builds are the group's local loops."""
+    for name in ("softmax_rows", "softmax_rows_f32", "l2_normalised_rows"):
+        kernel = ROW_MAPS[name][0]
+        artifact = kernel.opencl_artifact()
+        assert _work(artifact, 500) == [(500 * 256, 256)], name
+        head = artifact.source[:artifact.source.index("typedef")]
+        assert "map of reductions" in head and "the row's builds spread over the lanes" in head, name
+        assert _work(kernel.with_options(auto_reductions=False).opencl_artifact(), 500) == [(512, 256)], name
+    body = ml.softmax_rows.opencl_artifact().source
+    # the exponentials and the row itself: local loops over the row, strided by the group's lanes
+    assert len(re.findall(r"(\w+) = get_local_id\(0\); \1 < m_d1;", body)) == 2
+    assert not re.search(r"(\w+) = 0; \1 < m_d1;", body)  # no loop over a whole row on one work-item
+    before = ml.softmax_rows.with_options(auto_reductions=False).opencl_artifact().source
+    assert len(re.findall(r"(\w+) = 0; \1 < m_d1;", before)) == 4
+    short = auto.short_normalised_rows.opencl_artifact()
+    assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
+    assert "rows of 3 elements, known when compiling: a work-item per row" in short.source
+
+
 def test_a_short_fold_known_when_compiling_stays_sequential():
     notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
     assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
@@ -154,6 +202,9 @@ def test_annotated_programs_are_left_as_written():
     assert trace.last("auto_reductions").program is trace.last("optimise")
     assert trace.last("auto_reductions").notes == ()
     assert "Strategy:" not in blas.dot.opencl_artifact().source
+    trace = _trace(blas.gemv)  # a work-group per row, written by the user
+    assert trace.last("auto_reductions").program is trace.last("optimise")
+    assert "Strategy:" not in blas.gemv.opencl_artifact().source
 
 
 def test_dot_auto_has_the_hand_written_shape():
@@ -206,6 +257,7 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
     ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
+        from corpus import vision
         from fsmooth.options import OpenCLReduction
         from test_corpus import assert_close
         rng = np.random.default_rng(3)
@@ -224,5 +276,7 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         m = rng.standard_normal((3, 37)).astype(np.float32)
         check(auto.row_logsumexp, m, local=8)
         check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
+        check(vision.softmax_rows_f32, m, local=8)  # rows: 3 groups of 8 lanes, rows of 37
+        check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
     """, timeout=900)
     assert ok, report
