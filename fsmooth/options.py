@@ -110,6 +110,10 @@ class Options:
     def __post_init__(self):
         if self.allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, not {self.allocation!r}")
+        if isinstance(self.opencl_reduction, dict):  # as dataclasses.asdict writes it
+            object.__setattr__(self, "opencl_reduction", OpenCLReduction(**self.opencl_reduction))
+        if not isinstance(self.opencl_reduction, OpenCLReduction):
+            raise TypeError(f"opencl_reduction must be an OpenCLReduction, not {self.opencl_reduction!r}")
 
     @property
     def simplifies(self) -> bool:
