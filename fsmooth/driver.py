@@ -114,7 +114,7 @@ def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pa
                  tuple(name for name, _ in kernel_rewrites(options)), core.verify_anf),
             Pass("shape", lambda forms, report: shape_program(forms["optimise"])),
             Pass("dps", lambda forms, report: dps_program(forms["optimise"], forms["shape"])),
-            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)),
+            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options, c_locals=target == "c")),
             Pass("beta_reduce_scalar_lets", lambda forms, report: mark_beta_reducible(forms["simplify_allocs"])))
 
 
