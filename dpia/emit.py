@@ -505,8 +505,11 @@ class KernelEmitter:
                 self.write_needs(symbolic.needs, ranges, checks)
                 return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic.expr)},
                                           paths.past_tests(symbolic.needs, ranges))
+            case p.New(name, p.Arr() as data, body, None):
+                # a small array of a constant size (fsmooth.dps.local_arrays): a local of the function
+                cname = self.namer.fresh(name)
+                return [f"{c_type(data)} {cname}[{p.elements(data)}];"] + self.comm(body, {**env, name: BufferVariable(cname)}, ranges)
             case p.New(name, data, body, None):
-                assert isinstance(data, p.Num), f"array {name} outside the arena"
                 cname = self.namer.fresh(name)
                 lines = self.comm(body, {**env, name: ScalarVariable(cname)}, ranges)
                 unused = [] if self.reads.get(cname) else [f"(void){cname};"]

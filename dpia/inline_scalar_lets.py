@@ -150,7 +150,8 @@ class EventLog:
                 self._record(orelse, depth)
             case d.Alloc(_, _, count, body, offset):
                 self._size(count)
-                self._size(offset)
+                if offset is not None:  # None: a C local (dps.local_arrays)
+                    self._size(offset)
                 self._record(body, depth)
             case d.Build(dest, size, _, body):
                 self._ref(dest)

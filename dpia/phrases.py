@@ -312,7 +312,7 @@ class Bind(Phrase):
 class Alloc(Phrase):
     region: str
     data: Data  # count.num
-    offset: sympy.Expr  # bytes from the kernel's scratch base
+    offset: sympy.Expr | None  # bytes from the kernel's scratch base; None: a C local (dps.local_arrays)
     body: Phrase
 
 

@@ -30,6 +30,7 @@ import dataclasses
 
 import sympy
 
+from fsmooth.dps.local_arrays import small_constant_size
 from fsmooth.errors import CompileError
 from fsmooth.foreign import Foreign
 from fsmooth.strategies import Strategy
@@ -40,13 +41,6 @@ from . import phrases as p
 PARALLEL = ("global", "workgroup", "local")
 NESTED_GLOBAL_MIN = 32  # the least constant size of a nested loop the default strategy makes global
 
-# The largest array, in bytes, that the default strategy keeps in a work-item's private memory.
-# Private memory is registers: a GPU work-item has about 1 KiB of them (255 32-bit registers on
-# NVIDIA, 256 VGPRs on AMD), which its scalars need too, and a private array beyond them spills
-# to per-work-item memory that costs occupancy.  512 bytes (64 doubles) takes the fixed-size
-# intermediates of geometry (3-vectors, cross products, 3×3 and 4×4 matrices: 24 to 128 bytes)
-# with room to spare and leaves larger arrays in a global buffer.
-PRIVATE_BYTES_LIMIT = 512
 
 _WHAT = {"global": "build_global", "workgroup": "build_workgroup", "local": "build_local",
          "seq": "a sequential loop"}
@@ -193,10 +187,10 @@ def region_spaces(c: p.Phrase, regions: frozenset, outer: tuple = ()) -> dict:
 def private_by_default(data: p.Data, around: tuple, writers: list) -> bool:
     """Whether the default strategy keeps a region of ``data``, declared inside loops of the
     levels ``around`` and written by the loops ``writers``, in private memory: its size is known
-    when compiling and at most ``PRIVATE_BYTES_LIMIT``, no parallel loop writes it, and it is one
-    work-item's own, not shared by the work-items of a group (or of a launch)."""
-    count = sympy.sympify(p.elements(data))
-    return (count.is_Integer and int(count) * _element_bytes(data) <= PRIVATE_BYTES_LIMIT
+    when compiling and small (``dps.local_arrays.small_constant_size``, the test that keeps a
+    region of C in a local too), no parallel loop writes it, and it is one work-item's own, not
+    shared by the work-items of a group (or of a launch)."""
+    return (small_constant_size(p.elements(data), _element_bytes(data))
             and not any(level_of(lp) in PARALLEL for lp in writers) and _owned_by_one_work_item(around))
 
 

@@ -66,9 +66,10 @@ def _float(t: ir.Term, sizes: frozenset[str], fixed: frozenset[str]) -> tuple[ir
     """(``t`` without the allocs that can leave the loop body it is in, those allocs, outermost
     first; each still carries its old body, which the caller replaces)."""
     match t:
-        case ir.Alloc(region, _, n, body):
+        case ir.Alloc(region, _, n, body, offset):
             body, lifted = _float(body, sizes, fixed)
-            if region not in fixed and {s.name for s in n.free_symbols} <= sizes:
+            # a C local (offset None, dps.local_arrays) stays where it is: it costs no allocation
+            if offset is not None and region not in fixed and {s.name for s in n.free_symbols} <= sizes:
                 return body, [t, *lifted]
             return replace(t, body=body), lifted
         case ir.Let(_, rhs, body):

@@ -2,7 +2,7 @@
 
 The arena is a numpy ``uint8`` buffer of exactly ``Kernel.scratch`` bytes (evaluated at
 the call's sizes); the destination is a separate buffer.  Every region is a byte range
-of the arena at its static offset; every read and write is checked to stay inside the
+of the arena at its static offset (a C local, ``dps.local_arrays``, a buffer of its own); every read and write is checked to stay inside the
 region (or parameter, or destination) it goes through, so a wrong offset or size is an
 ``AssertionError`` here rather than a corrupted result three stages later.  Reads that
 the DPS stage left unchecked must be in range (else ``AssertionError``: a constraint is
@@ -182,6 +182,10 @@ class _Frame:
                 return self.run(body)
             case ir.If(c, a, b):
                 return self.run(a if self.atom(c) else b)
+            case ir.Alloc(region, elem, n, body, None):  # a C local: memory of its own, outside the arena
+                nbytes = self.num(n) * BYTES[elem]
+                self.regions[region] = Ptr(np.zeros(nbytes, dtype=np.uint8), 0, 0, nbytes)
+                return self.run(body)
             case ir.Alloc(region, elem, n, body, offset):
                 lo = self.base + self.num(offset)
                 nbytes = self.num(n) * BYTES[elem]

@@ -203,8 +203,9 @@ class Alloc(Term):
     body: Term
     # Byte offset of the region from the kernel's scratch base: stack discipline makes every
     # region's place static (the sum of the sizes of the regions live around it, each rounded
-    # up to ALIGN), so the generated code never bumps a pointer at run time.
-    offset: sympy.Expr = sympy.Integer(0)
+    # up to ALIGN), so the generated code never bumps a pointer at run time.  None: not in the
+    # arena, a local array of the kernel's C function (a small constant size, dps.local_arrays).
+    offset: sympy.Expr | None = sympy.Integer(0)
     # The dims of the value the region holds (() for a scalar: the empty allocation of Fig. 9);
     # None where unknown.  Printed as ``bytes x_shp``.
     dims: Dims | None = None

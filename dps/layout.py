@@ -9,7 +9,7 @@ each thread of a parallel build or reduction has a frame of its own (the body's 
 pages, ``dps.parallel.PAGE``), side by side, which its iterations reuse one after another, so no arena byte is
 shared by concurrent iterations (``dps.parallel``): the peak is the kernel's thread count less
 one times the frame, plus the body's peak (the last frame needs no padding), not the build's
-trip count times it.
+trip count times it.  A region kept in a C local (``dps.local_arrays``) takes no arena bytes.
 """
 from __future__ import annotations
 
@@ -96,6 +96,9 @@ class _Scope:
 def _layout(t: ir.Term, top: sympy.Expr, scope: _Scope) -> tuple[ir.Term, sympy.Expr]:
     """(t with offsets filled, the peak arena use of t when the stack top is ``top``)."""
     match t:
+        case ir.Alloc(offset=None):  # a C local (dps.local_arrays): none of the arena
+            body2, peak = _layout(t.body, top, scope)
+            return replace(t, body=body2), peak
         case ir.Alloc(region, elem, n, body, _, dims, per_thread):
             # threads' copies a page apart (parallel.PAGE; the arena starts on a cache line): copies that
             # shared a line, or a page, would have two cores taking its lines from each other

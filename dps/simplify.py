@@ -4,7 +4,8 @@ Each local rule is a function from a term (and the ``UseSets`` of the rewrite) t
 None where it does not apply; ``simplify_allocs`` applies ``RULES`` bottom-up until none applies.  Then, as the options
 ask: the outermost builds are marked parallel and every kernel given a thread count
 (``dps.parallel``), allocs are hoisted out of
-loops (``dps.hoist``) and consecutive allocs merged (``dps.merge``); last, the regions are
+loops (``dps.hoist``) and consecutive allocs merged (``dps.merge``), where for C the small
+arrays of a constant size stay in place as C locals (``dps.local_arrays``); last, the regions are
 laid out again (offsets and scratch shrink with every removed region).
 
 Fig. 9's cardinality simplification needs no rule here: every size is built in sympy's canonical
@@ -23,6 +24,7 @@ from fsmooth.options import Options
 from . import ir
 from .hoist import hoist_allocs
 from .layout import layout_program
+from .local_arrays import local_arrays
 from .merge import merge_allocs
 from .parallel import parallelise
 from .terms import UseSets, ifold_buffers, map_own_refs
@@ -86,9 +88,10 @@ def emptied_regions(t: ir.Term) -> frozenset[str]:
     return frozenset(u.region for u in ir.walk(t) if isinstance(u, ir.Alloc) and u.dims == ())
 
 
-def simplify_kernel(k: ir.Kernel, options: Options) -> ir.Kernel:
-    """Hoisting and merging of allocs in ``k``, after the rules."""
-    body = k.body
+def simplify_kernel(k: ir.Kernel, options: Options, locals_: bool = False) -> ir.Kernel:
+    """Hoisting and merging of allocs in ``k``, after the rules; ``locals_``: its small arrays
+    become C locals first, which stay where they are (``dps.local_arrays``)."""
+    body = local_arrays(k.body) if locals_ else k.body
     if options.hoist_allocs:
         body = hoist_allocs(body, frozenset(s.name for s in k.sizes), k.threads)
     if options.merge_allocs:
@@ -96,11 +99,14 @@ def simplify_kernel(k: ir.Kernel, options: Options) -> ir.Kernel:
     return replace(k, body=body)
 
 
-def simplify_allocs(p: ir.Program, options: Options = Options()) -> ir.Program:
-    """The rules of Fig. 9 on every kernel, then the layout of its regions (``Kernel.scratch``)."""
+def simplify_allocs(p: ir.Program, options: Options = Options(), c_locals: bool = False) -> ir.Program:
+    """The rules of Fig. 9 on every kernel, then the layout of its regions (``Kernel.scratch``);
+    ``c_locals``: the program is for the C back end, whose ``arena`` variant keeps small arrays of
+    a constant size in C locals (``dps.local_arrays``)."""
     p = ir.Program({name: replace(k, body=rewrite(k.body, UseSets(), emptied_regions(k.body)))
                     for name, k in p.kernels.items()}, p.entry)
     if options.parallel:  # a decision over the call graph: which kernels run inside a parallel loop
         p = parallelise(p)
-    kernels = {name: simplify_kernel(k, options) for name, k in p.kernels.items()}
+    locals_ = c_locals and options.allocation == "arena"
+    kernels = {name: simplify_kernel(k, options, locals_) for name, k in p.kernels.items()}
     return layout_program(ir.Program(kernels, p.entry))

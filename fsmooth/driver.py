@@ -124,7 +124,7 @@ def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pa
     return (*passes,
             Pass("shape", lambda forms, report: shape_program(optimised(forms))),
             Pass("dps", lambda forms, report: constrained(forms, dps_program(optimised(forms), forms["shape"]))),
-            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options)),
+            Pass("simplify_allocs", lambda forms, report: simplify_allocs(forms["dps"], options, c_locals=target == "c")),
             Pass("beta_reduce_scalar_lets", lambda forms, report: mark_beta_reducible(forms["simplify_allocs"])))
 
 

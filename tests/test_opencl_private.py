@@ -1,6 +1,6 @@
 """Private memory for small arrays by default on OpenCL (``dpia.strategy_check.private_by_default``):
 an intermediate array that one work-item computes and reads itself, of a constant size of at most
-``PRIVATE_BYTES_LIMIT`` bytes, is a private array of the kernel (``double v[3];``), not a hoisted
+``dps.local_arrays.SMALL_ARRAY_BYTES`` bytes (the limit of C's local arrays too), is a private array of the kernel (``double v[3];``), not a hoisted
 global buffer with one slice per work-item.  The buffers it leaves out are counted in the
 artifact; what must stay global stays global (a symbolic or a larger size, ``to_global``, an array
 a work-group shares, one a later launch reads, one a foreign function takes); and the kernels
@@ -16,7 +16,7 @@ import fsmooth as fs
 import foreign_kernels as fk
 from corpus import adbench_ba
 from fsmooth import Array, Double, build, ifold, length
-from fsmooth.dpia import strategy_check
+from fsmooth.dps import local_arrays
 from fsmooth.shape.sizes import size_symbol
 from opencl_oclgrind import run_under_oclgrind
 from test_adbench_corpus import ba_args
@@ -205,7 +205,7 @@ def test_ba_objective_keeps_its_vectors_private(monkeypatch):
     artifact = adbench_ba.ba_objective.opencl_artifact()
     assert _temp_counts(artifact) == []
     assert _private_arrays(artifact.source) == [2, 2, 3, 3, 3, 3]
-    monkeypatch.setattr(strategy_check, "PRIVATE_BYTES_LIMIT", 0)
+    monkeypatch.setattr(local_arrays, "SMALL_ARRAY_BYTES", 0)
     global_default = adbench_ba.ba_objective.opencl_artifact()
     assert _temp_counts(global_default) == _sorted([2 * observations] * 2 + [3 * observations] * 4)
     assert _private_arrays(global_default.source) == []
