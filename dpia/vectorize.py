@@ -162,9 +162,19 @@ class _Walk:
         vector_ranges = ranges.inside(index_symbol(c.index), n - w)
         body = _VectorBody(self.sizes, Lanes(c.index, w, c.out, out_phrase), frozenset())
         scalar = dataclasses.replace(c, strategy=dataclasses.replace(strategy, width=1))
+        try:
+            vector_body = body.comm(c.body, inner, vector_ranges)
+        except _CheckedIntegerLet:
+            return self.comm(scalar, env, ranges)
         remainder = scalar if sympy.Mod(n, w) != 0 else None
-        return p.VectorParFor(c.size, c.acc, c.index, c.out, c.elem, w, body.comm(c.body, inner, vector_ranges),
-                              strategy, remainder)
+        return p.VectorParFor(c.size, c.acc, c.index, c.out, c.elem, w, vector_body, strategy, remainder)
+
+
+class _CheckedIntegerLet(Exception):
+    """An integer let of a vectorised body is computed with run-time checks (``fs_checked_*``):
+    its value is a C variable, which the lanes cannot shift as they shift an index expression of
+    the first lane (``Lanes.env``), so each lane would read the first lane's.  The build then
+    runs as scalar code: what it means, one element a work-item."""
 
 
 def _with_range(ranges: Ranges, index: str, n) -> Ranges:
@@ -197,6 +207,8 @@ class _VectorBody:
             case p.New(name, _, p.Seq((p.Assign(_, value) as first, *rest)), None) if paths.integer_let(c, env):
                 # symbolic: an index of the first lane, which each lane shifts (Lanes.env)
                 symbolic = paths.index(value, env, ranges, sizes)
+                if any(isinstance(need, paths.Opaque) for need in symbolic.needs):
+                    raise _CheckedIntegerLet(name)
                 inner = {**env, name: SymbolicInteger(symbolic.expr)}
                 return dataclasses.replace(c, body=p.Seq((first, self.comm(
                     p.seq(*rest), inner, paths.past_tests(symbolic.needs, ranges)))))

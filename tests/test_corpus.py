@@ -345,7 +345,8 @@ def with_rows_of(reference, like):
     calls f, so a reference run cannot know the rows' shape (the shape translation does)."""
     if isinstance(reference, tuple):
         return tuple(with_rows_of(r, k) for r, k in zip(reference, like))
-    if isinstance(reference, np.ndarray) and reference.shape == (0,) and np.size(like) == 0 and np.ndim(like) > 1:
+    if (isinstance(reference, np.ndarray) and reference.size == 0 and np.size(like) == 0
+            and np.ndim(like) > 1 and np.ndim(reference) <= np.ndim(like)):
         return reference.reshape(np.shape(like))
     return reference
 

@@ -150,12 +150,15 @@ def test_running_remainders_under_address_sanitizer():
 def test_running_remainders_on_intel_opencl_cpu(intel_cpu_context):
     """The OpenCL back end keeps them running too (add3_loop's sequential kernel): the same
     results there, a negative b, a ≥ n and n = 1 included, and the division by 0 reported."""
-    assert "remainder_1 >= v_d0 - remainder_1_step ?" in strided_product.opencl_artifact().source
+    # the sequential fold (the automatic reduction makes it two launches, a lane's iterations strided)
+    sequential = strided_product.with_options(auto_reductions=False)
+    assert "remainder_1 >= v_d0 - remainder_1_step ?" in sequential.opencl_artifact().source
     rng = np.random.default_rng(15)
     for n, iters in ((1, 5), (3, 40), (100, 250)):
         v = rng.uniform(-1, 1, n)
-        got = strided_product.opencl(v, iters, context=intel_cpu_context)
-        assert got == pytest.approx(np_strided_product(v, iters), rel=1e-12, abs=1e-12)
+        for kernel in (sequential, strided_product):
+            got = kernel.opencl(v, iters, context=intel_cpu_context)
+            assert got == pytest.approx(np_strided_product(v, iters), rel=1e-12, abs=1e-12)
         a, b, c = (rng.uniform(-1, 1, n) for _ in range(3))
         got = micro_kernels.add3_loop.opencl(a, b, c, iters, context=intel_cpu_context)
         assert got == pytest.approx(micro_kernels.add3_loop.reference(a, b, c, iters), rel=1e-12, abs=1e-12)
