@@ -261,10 +261,14 @@ def replace_section(text: str, section: str, title: str = SECTION_TITLE) -> str:
     return "".join(lines[:start]) + section + ("\n" + after if after else "")
 
 
-def write_section(report: pathlib.Path = REPORT, results_dir: pathlib.Path = RESULTS_DIR) -> None:
-    section = markdown_section(load_results(results_dir), report.parent, results_dir)
+def rewrite_section(report: pathlib.Path, section: str, title: str = SECTION_TITLE) -> None:
+    """``report`` with its section ``title`` replaced by ``section`` (``replace_section``)."""
     old = report.read_text() if report.exists() else ""
-    report.write_text(replace_section(old, section))
+    report.write_text(replace_section(old, section, title))
+
+
+def write_section(report: pathlib.Path = REPORT, results_dir: pathlib.Path = RESULTS_DIR) -> None:
+    rewrite_section(report, markdown_section(load_results(results_dir), report.parent, results_dir))
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ import sys
 if __package__ in (None, ""):  # run as a script: python benchmarks/gpu_apps_report.py
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from benchmarks.blas_report import replace_section  # noqa: E402
+from benchmarks.blas_report import rewrite_section  # noqa: E402
 from benchmarks.micro_report import _markdown_table, _text_table  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -286,9 +286,7 @@ def load_results(results_dir: pathlib.Path) -> dict:
 
 
 def write_section(report: pathlib.Path = REPORT, results_dir: pathlib.Path = RESULTS_DIR) -> None:
-    section = markdown_section(load_results(results_dir), report.parent, results_dir)
-    old = report.read_text() if report.exists() else ""
-    report.write_text(replace_section(old, section, SECTION_TITLE))
+    rewrite_section(report, markdown_section(load_results(results_dir), report.parent, results_dir), SECTION_TITLE)
 
 
 def main(argv=None) -> int:

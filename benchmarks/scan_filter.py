@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 
 import fsmooth as fs  # noqa: E402
 from fsmooth import Array, Double, Float, ifold, length  # noqa: E402
+from benchmarks.blas_report import rewrite_section  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 MI = 1 << 20
@@ -341,14 +342,7 @@ def _refresh_section(results_md: pathlib.Path, record: dict) -> None:
         f"Medians of {s['repeats']} calls, inputs on the device, every result checked first (the filter "
         "exactly; the scan, regrouped in float32, within its rounding of the float64 `np.cumsum`). Ratio: "
         "the baseline's time over fsmooth's (target ≥ 1.0×).", "", *_table(record), ""])
-    text = results_md.read_text() if results_md.exists() else ""
-    start = text.find(GPU_SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(GPU_SECTION))
-        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
-    results_md.write_text(text)
+    rewrite_section(results_md, section, GPU_SECTION)
 
 
 def _cpu_model() -> str:
