@@ -60,7 +60,7 @@ from . import phrases as p
 from . import index_paths as paths
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
-from .hoist_opencl import KernelPlan, Phase, free_identifiers, plan_kernels
+from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, free_identifiers, plan_kernels
 from .scan_opencl import emit_group_scan
 from .strategy_check import PARALLEL, private_count, root
 from .vectorize import VECTOR_OPS, Lanes
@@ -512,18 +512,15 @@ def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
     return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken)), outputs, frozenset(taken))
 
 
-GLOBAL_GROUP = 256  # work-items per group of a launch of global loops
-
-
 def _work_groups(global_size: tuple) -> tuple[tuple, tuple]:
     """(global size, local size) of a launch of global loops.  Left to the implementation, the
     local size must divide the global size: for a prime count of work-items, groups of one
     (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So dimension 0 is rounded up to
-    whole groups of ``GLOBAL_GROUP``; the loops are strided, and a work-item past the end does
-    no iteration."""
+    whole groups of ``MAX_LOCAL``, the largest group hoist_opencl plans; the loops are strided,
+    and a work-item past the end does no iteration."""
     first, *rest = global_size
-    return ((GLOBAL_GROUP * sympy.ceiling(first / GLOBAL_GROUP), *rest),
-            (sympy.Integer(GLOBAL_GROUP), *(sympy.Integer(1) for _ in rest)))
+    return ((MAX_LOCAL * sympy.ceiling(first / MAX_LOCAL), *rest),
+            (sympy.Integer(MAX_LOCAL), *(sympy.Integer(1) for _ in rest)))
 
 
 def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
