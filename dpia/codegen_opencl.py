@@ -512,15 +512,21 @@ def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
     return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken)), outputs, frozenset(taken))
 
 
+NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group: 32 along the inner loop
+
+
 def _work_groups(global_size: tuple) -> tuple[tuple, tuple]:
     """(global size, local size) of a launch of global loops.  Left to the implementation, the
     local size must divide the global size: for a prime count of work-items, groups of one
-    (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So dimension 0 is rounded up to
-    whole groups of ``MAX_LOCAL``, the largest group hoist_opencl plans; the loops are strided,
-    and a work-item past the end does no iteration."""
-    first, *rest = global_size
-    return ((MAX_LOCAL * sympy.ceiling(first / MAX_LOCAL), *rest),
-            (sympy.Integer(MAX_LOCAL), *(sympy.Integer(1) for _ in rest)))
+    (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So each dimension is rounded up
+    to whole groups of ``MAX_LOCAL`` work-items, the largest group hoist_opencl plans; the loops
+    are strided, and a work-item past the end does no iteration.  A 2-D or 3-D launch takes
+    ``NESTED_LOCAL`` tiles: a row of 256 would leave most lanes idle where the inner size is
+    short (GMM's 25 components per point), and 32 consecutive elements still make whole
+    128-byte reads."""
+    local = (MAX_LOCAL,) if len(global_size) == 1 else NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL))
+    return (tuple(sympy.Integer(l) * sympy.ceiling(g / l) if l > 1 else g for g, l in zip(global_size, local)),
+            tuple(sympy.Integer(l) for l in local))
 
 
 def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:

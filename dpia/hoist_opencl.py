@@ -40,7 +40,7 @@ from fsmooth.names import NameSupply
 from fsmooth.types import Card, Index, Scalar
 
 from . import phrases as p
-from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels
+from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
 
 MAX_LOCAL = 256
 DEFAULT_LOCAL = 64
@@ -124,7 +124,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
-        body = _hoist(body, (), spaces, names, buffers, sizes)
+        body = _hoist(body, (), spaces, names, buffers, sizes, _contiguous_regions(body))
         global_size, local_size = _ndrange(body, sequential, sizes)
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None:
             phases[-1] = replace(phases[-1], tail=body)
@@ -262,7 +262,9 @@ def free_identifiers(c: p.Phrase) -> set:
         return {c.name}
     names = set()
     match c:  # sizes mention scalars (an integer let used as a size)
-        case p.Shift(offset=e) | p.NatExp(value=e):
+        case p.Shift(offset=e, stride=stride):
+            names |= {s.name for s in (sympy.sympify(e).free_symbols | sympy.sympify(stride).free_symbols)}
+        case p.NatExp(value=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
         case p.ParFor(size=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
@@ -285,11 +287,25 @@ def _buffer(names: NameSupply, region: str, role: str, data: p.Data, copies: sym
     return HoistedBuffer(names.fresh(base), role, p.scalar_of(data), count)
 
 
-def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr):
-    """The acceptor and expression of one copy of ``data`` at ``offset`` in ``buf``."""
+def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr, stride: sympy.Expr = sympy.Integer(1)):
+    """The acceptor and expression of one copy of ``data`` at ``offset`` in ``buf``, its scalars
+    ``stride`` apart."""
     flat = p.Arr(buf.count, p.Num(buf.elem))
-    return (p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, data),
-            p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, data))
+    return (p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, data, stride),
+            p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, data, stride))
+
+
+def _contiguous_regions(c: p.Phrase) -> set:
+    """The regions whose copies must be contiguous: what a pointer walks (a double buffer's
+    two, a foreign function's arrays), not the index paths."""
+    found = set()
+    for node in p.walk(c):
+        match node:
+            case p.DoubleBuffer(first=first, second=second):
+                found |= {root(first), root(second)}
+            case p.CallCmd(out=out, args=args):
+                found |= {root(ph) for ph in (out, *args)}
+    return found
 
 
 def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phrase:
@@ -301,10 +317,11 @@ def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phras
     return p.map_children(lambda ph: _substitute(ph, name, acc, exp), c)
 
 
-def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes) -> p.Phrase:
+def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes,
+           contiguous: set) -> p.Phrase:
     match c:
         case p.New(name, data, body, offset) if offset is not None:
-            inner = _hoist(body, loops, spaces, names, buffers, sizes)
+            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous)
             space = spaces.get(name, "global")
             if space == "private":
                 private_count(data)
@@ -320,17 +337,23 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
             buf = _buffer(names, name, "local" if space == "local" else "temp", data, copies, sizes)
             buffers[buf.name] = buf
+            if space == "global" and copies_of and all(lp.level == "global" for lp in copies_of) \
+                    and name not in contiguous:
+                # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
+                # innermost global index runs over neighbours, then read neighbouring scalars in
+                # one access, where copies side by side cost a memory transaction per work-item
+                return _substitute(inner, name, *_views(buf, data, linear, copies))
             return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
-            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
+            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous))
         case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
             for local in (*tiles, *sums):
                 data = local.type.data
                 buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
                 c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
-    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
+    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous), c)
 
 
 # ----------------------------------------------------------------------------- NDRange
