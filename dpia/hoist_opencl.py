@@ -49,7 +49,7 @@ DEFAULT_LOCAL = 64
 @dataclass(frozen=True)
 class HoistedBuffer:
     name: str
-    role: str  # 'temp' (global) or 'local'
+    role: str  # 'temp' (global), 'local' or 'lookback' (global, zeroed once: dpia.scan_opencl)
     elem: Scalar
     count: sympy.Expr  # elements, over the size symbols
 
@@ -324,12 +324,14 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
-        case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
-            for local in (*tiles, *sums):
-                data = local.type.data
-                buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
+        case p.GroupScan(tiles=tiles, sums=sums, words=words, window=window):
+            # its local arrays: one per work-group; a single pass's look-back words: one per launch
+            arrays = [(local, "local") for local in (*tiles, *sums, *window)]
+            for array, role in arrays + ([(words, "lookback")] if words is not None else []):
+                data = array.type.data
+                buf = _buffer(names, array.name, role, data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
-                c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
+                c = _substitute(c, array.name, *_views(buf, data, sympy.Integer(0)))
     return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
 
 
