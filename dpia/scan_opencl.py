@@ -1,12 +1,16 @@
-"""The parallel scan and filter of the OpenCL back end: NOVA §5's three-phase scan, in one place
-(its translation to phrases, ``parallel_scan`` and ``parallel_filter``, and its OpenCL C,
-``emit_group_scan``).
+"""The parallel scan and filter of the OpenCL back end, in one place (their translation to
+phrases, ``parallel_scan`` and ``parallel_filter``, and their OpenCL C, ``emit_group_scan``): a
+single pass of decoupled look-back (Merrill & Garland, *Single-pass Parallel Prefix Scan with
+Decoupled Look-back*, the scan of NVIDIA's CUB), or NOVA §5's three-phase scan.
 
 An ``iscan`` whose fold is ``acc ⊕ g(i)`` with ⊕ associative (``dps.reductions.scan_reduction``:
 + and * on numbers, min and max; a tuple state componentwise) has states
 ``init ⊕ g(0) ⊕ … ⊕ g(i)``.  Where it is a top-level command of its
 kernel (not inside a parallel loop, a branch or a loop: ``dpia.hoist_opencl`` chooses the form
-of a ``TopLevel``), it is three launches, each a ``GroupScan``:
+of a ``TopLevel``), it is one launch, the single pass below, unless its states are checked for
+integer overflow or the device lacks 64-bit atomics (``LOOKBACK_EXTENSION``: the kernel is then
+compiled with ``Options.single_pass_scan`` off, ``fsmooth.kernel``); else three launches, each a
+``GroupScan``:
 
 1. reduce: ``G`` work-groups, group ``g`` folding its contiguous chunk of the ``n`` elements
    from the identity into ``partials[g]``;
@@ -39,10 +43,44 @@ before it.  Below the first state s_k that leaves int64 every state is in range,
 before s_k, computed modulo 2**64 and in range, is exact, and the checked step to s_k fails;
 where no state leaves int64, none fails.
 
+The single pass reads the elements once (the three phases read them twice: on a GPU a scan is
+bound by memory).  A work-group takes a tile of ``LOCAL · width`` elements (``width`` from
+``ITEMS_PER_THREAD``); the groups that run at once work on neighbouring tiles, and each learns the
+state before its tile from those before it:
+
+1. ticket: work-item 0 takes the group's tile number from a counter (``atom_inc``), not from
+   ``get_group_id``: a group then only ever waits on groups that have started before it, so it
+   cannot wait on one that is not scheduled (OpenCL promises no progress across work-groups; on
+   a device that runs groups one after the other, as Oclgrind does, every predecessor has
+   finished);
+2. the tile is loaded and scanned in local memory as in a launch of the three phases; work-item 0
+   publishes the tile's aggregate (tile 0: its inclusive prefix, from the start state ``init``);
+3. look-back: the group reads the published words of its ``LOOKBACK_WINDOW`` nearest
+   predecessors at once (one per work-item), and work-item 0 combines them, nearest first, into
+   the state before the tile, until it meets an inclusive prefix (a predecessor that has published
+   nothing yet is read again); it publishes the tile's inclusive prefix;
+4. the tile's states are written from there, as the three phases' down launch writes them.
+
+Every access to the published words is an atomic operation on a 64-bit word
+(``cl_khr_int64_base_atomics``): the high 32 bits are a tag, the low 32 bits a piece of a value
+(a float's bits; a double's or an integer's low and high halves in two words), so a word is read
+whole and needs no fence.  Aggregates and inclusive prefixes have words of their own, each
+written once per call.  The tag is the call's epoch + 1: word 0 of the buffer counts the tickets
+of the call in its low half and holds the epoch in its high half; the group that takes the last
+ticket sets it to the next epoch with no ticket taken (every other ticket is taken by then), so
+the next call finds the counter ready and every word of this call stale, and no launch resets
+anything.  The buffer (role 'lookback') starts zeroed when the launcher allocates it; tags are
+never 0 (the epochs skip 0xffffffff), so a zeroed word is never valid.  A word left by the call
+2**32 - 1 calls before, with the same tag, in a tile no call since has written, would be taken as
+this call's: the one case this scheme does not exclude.  Which predecessors' words a group
+combines depends on timing, so a float + or * may round differently from call to call (min, max
+and integers give the same bits).
+
 ``fs.filter(pred, v)``, stored where it is a top-level command: the mask ``int(pred(v[i]))``
 is the element, + on ``Card`` the operator (counts never exceed ``n``: no overflow), the
-partials' scan starts from 0 and its total is the kept length; the down launch scans the mask
-exclusively and writes ``v[i]`` at its position where the mask is 1 (scatter).
+scan starts from 0 and its total is the kept length (in the single pass, written by the last
+tile's group; in the three phases, by the partials launch); the states are the mask scanned
+exclusively, and ``v[i]`` is written at its position where the mask is 1 (scatter).
 """
 from __future__ import annotations
 
@@ -397,8 +435,10 @@ def emit_group_scan(em, c: p.GroupScan, env: dict, ranges) -> list[str]:
                      f"    const int64_t {i} = {base} + {j} * {local} + {lid};"]
             body += indent([f"if ({i} < {hi}) {{"] + indent(written_decl + write) + ["}"]) + ["}"]
     # the state after the tile; no work-item writes the tile or the runs before all have read them
+    # (in the single pass, there is no next tile: only the total reads it)
     last = local - 1 if scanning else 0
-    body += [f"{s} = {combine(k, s, f'{x}[{last}]')};" for k, (s, x) in enumerate(zip(state, runs))] + [_FENCE]
+    if not (single_pass and isinstance(c.total, p.Skip)):
+        body += [f"{s} = {combine(k, s, f'{x}[{last}]')};" for k, (s, x) in enumerate(zip(state, runs))] + [_FENCE]
     if single_pass:
         lines += [f"const int64_t {base} = {lo};"] + body
     else:

@@ -161,12 +161,10 @@ def _groups(launch, n: int) -> int:
 @pytest.mark.parametrize("kernel", [sf.cumulative_sum, sf.keep_inliers, prefix_min_max, float_cumsum])
 def test_a_float_scan_or_a_filter_is_one_launch_of_a_group_per_tile(kernel):
     """The single pass: one launch of LOCAL work-items per tile of ITEMS_PER_THREAD 4-byte states
-    each (half as many of 8 bytes), one group for n = 0 (it writes a filter's kept length); a
-    filter's kept length is then copied out by one work-item; the look-back's words need the
-    64-bit atomics."""
-    launches = _launches(kernel)
-    scan, *rest = launches
-    assert int(scan.local_size[0]) == LOCAL and all(_groups(x, 10**6) == 1 for x in rest) and len(rest) <= 1
+    each (half as many of 8 bytes), one group for n = 0 (it writes a filter's kept length, and
+    copies it out: no launch of its own); the look-back's words need the 64-bit atomics."""
+    scan, = _launches(kernel)
+    assert int(scan.local_size[0]) == LOCAL
     state_bytes = {float_cumsum: 4, prefix_min_max: 16}.get(kernel, 8)
     tile = LOCAL * ITEMS_PER_THREAD * 4 // state_bytes
     for n, groups in ((0, 1), (1, 1), (tile, 1), (tile + 1, 2), (16 * MI, 16 * MI // tile)):
@@ -190,6 +188,13 @@ def test_a_checked_scan_or_one_without_the_single_pass_is_three_launches(kernel,
     assert _groups(reduce_, 1) == 1 and _groups(reduce_, 10 * tile) == 10  # one group per tile up to MAX_GROUPS
     assert _groups(partials, 16 * MI) == 1
     assert _groups(reduce_, 0) == 0  # nothing launched
+
+
+def test_a_kept_length_used_beside_the_filter_waits_for_its_launch():
+    """inlier_count_and_mean folds over the kept elements, which every group writes: a launch of
+    its own after the single pass, not the last group's total."""
+    scan, fold = _launches(sf.inlier_count_and_mean)
+    assert _groups(scan, 10**6) > 1 and tuple(map(int, fold.global_size)) == (1,)
 
 
 def test_explain_says_which_scan_was_chosen(capsys):
