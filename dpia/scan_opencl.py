@@ -463,7 +463,8 @@ def _ticket(fresh, words: str, control: str, lid: str) -> list[str]:
     started: the look-back only waits on those); the group that takes the last one starts the
     next epoch with no ticket taken, for the next call (no other group of this call takes one
     after it).  The epochs skip 0xffffffff, so no tag is 0, a zeroed word's (the buffer starts
-    zeroed)."""
+    zeroed).  A launch has fewer than 2**32 groups (a tile holds 2048 or 4096 elements), so the
+    tickets never reach the epoch's bits."""
     old, epoch = fresh("ticket"), fresh("epoch")
     return [f"if ({lid} == 0) {{",
             f"    const ulong {old} = (ulong)atom_inc({words});",
