@@ -151,7 +151,7 @@ def _after_the_total(phase: Phase, tail: p.Phrase, read_only: frozenset) -> bool
     while other groups may still be writing their states): only where the phase is that scan
     (under ``new``s) and ``tail`` names nothing the scan's other commands name but the kernel's
     parameters and sizes (a filter's kept length copied out), so that no launch is spent on it."""
-    news, leaves = _spine(phase.body)
+    _, leaves = _spine(phase.body)
     if phase.tail is not None or len(leaves) != 1 or not isinstance(leaves[0], p.GroupScan) or leaves[0].words is None:
         return False
     scan = leaves[0]
