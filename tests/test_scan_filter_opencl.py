@@ -73,6 +73,7 @@ def test_scans_against_numpy_and_the_reference(rng):
         if n <= 300:  # the reference is Python, one call per element
             np.testing.assert_array_equal(prefix_min_max.opencl(v)[1], prefix_min_max.reference(v)[1])
             np.testing.assert_allclose(sf.cumulative_sum.opencl(v), sf.cumulative_sum.reference(v), rtol=1e-12)
+            np.testing.assert_allclose(float_cumsum.opencl(f), float_cumsum.reference(f), rtol=1e-4, atol=1e-5)
 
 
 @fs.kernel
