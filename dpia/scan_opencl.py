@@ -508,9 +508,9 @@ def _look_back(fresh, c: p.GroupScan, types: list, identities: list, combine, wo
                 out.append(f"atom_xchg({word(tile, kind, k, q)}, (long)(((ulong){tag} << 32) | {piece}));")
         return out
 
-    def read(tile: str, kind: int, flag: str, found: int, into: list) -> list[str]:
-        """Read a published state: ``flag = found`` and ``into`` its leaves where every piece
-        carries this call's tag."""
+    def read(tile: str, kind: int) -> tuple[list, str, list]:
+        """(the atomic reads of a published state's words, the test that every piece carries
+        this call's tag, the leaves' values)."""
         out, valid, names = [], [], []
         for k, ty in enumerate(types):
             ws = [fresh("w") for _ in range(pieces[k])]
@@ -518,8 +518,17 @@ def _look_back(fresh, c: p.GroupScan, types: list, identities: list, combine, wo
             valid += [f"(uint)({w} >> 32) == {tag}" for w in ws]
             low = f"(ulong)(uint){ws[0]}" + (f" | ((ulong)(uint){ws[1]} << 32)" if len(ws) == 2 else "")
             names.append(f"{value_of[ty]}(({'uint' if ty == 'float' else 'ulong'})({low}))")
-        return out + [f"if ({' && '.join(valid)}) {{", f"    {flag} = {found};"] + [
-            f"    {x} = {v};" for x, v in zip(into, names)] + ["}"]
+        return out, " && ".join(valid), names
+
+    def read_both(tile: str, flag: str, into: list) -> list[str]:
+        """Both states of a predecessor read at once (neither read waits for the other): its
+        inclusive prefix (``flag = 2``) where published, else its aggregate (``flag = 1``)."""
+        inclusive_reads, inclusive_valid, inclusive_values = read(tile, 1)
+        aggregate_reads, aggregate_valid, aggregate_values = read(tile, 0)
+        return (inclusive_reads + aggregate_reads
+                + [f"if ({inclusive_valid}) {{", f"    {flag} = 2;"] + [f"    {x} = {v};" for x, v in zip(into, inclusive_values)]
+                + [f"}} else if ({aggregate_valid}) {{", f"    {flag} = 1;"]
+                + [f"    {x} = {v};" for x, v in zip(into, aggregate_values)] + ["}"])
 
     last = f"[{c.local - 1}]"
     aggregate = [f"{x}{last}" for x in runs]
@@ -545,10 +554,8 @@ def _look_back(fresh, c: p.GroupScan, types: list, identities: list, combine, wo
              f"    long {flag} = 0;"]
             + [f"    {ty} {v} = {e};" for ty, v, e in zip(types, values, identities)]
             + [f"    if ({tile} >= 0) {{"]
-            + ["        " + line for line in read(tile, 1, flag, 2, values)]
-            + [f"        if ({flag} == 0) {{"]
-            + ["            " + line for line in read(tile, 0, flag, 1, values)]
-            + ["        }", "    }", f"    {control}[{lid}] = {flag};"]
+            + ["        " + line for line in read_both(tile, flag, values)]
+            + ["    }", f"    {control}[{lid}] = {flag};"]
             + [f"    {y}[{lid}] = {v};" for y, v in zip(window, values)]
             + ["}", _FENCE, f"if ({lid} == 0) {{"] + indent(scan_window) + ["}", _FENCE,
                f"{done} = {control}[{window_size}];", f"{predecessor} = {control}[{window_size + 1}];"])
