@@ -67,6 +67,9 @@ class Phase:
     global_size: tuple  # sympy
     local_size: tuple | None
     tail: p.Phrase | None = None
+    # the phase before this one with its local arrays of a size known only at the call in global
+    # memory, run instead of it where those do not fit the device's local memory (``_fallback``)
+    fallback: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,15 +127,37 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
-        body = _hoist(body, (), spaces, names, buffers, sizes)
-        global_size, local_size = _ndrange(body, sequential, sizes)
-        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None:
-            phases[-1] = replace(phases[-1], tail=body)
-        else:
-            phases.append(Phase("", body, sequential, global_size, local_size))
-    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name)
-    named = [replace(ph, name=f"{symbol if len(phases) == 1 else f'{symbol}_{j}'}_k") for j, ph in enumerate(phases)]
+        hoisted = _hoist(body, (), spaces, names, buffers, sizes)
+        global_size, local_size = _ndrange(hoisted, sequential, sizes)
+        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
+            phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
+            continue
+        phases.append(Phase("", hoisted, sequential, global_size, local_size))
+        fallback = _fallback(body, spaces)
+        if fallback is not None:
+            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes), sequential, global_size,
+                                local_size, fallback=True))
+    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name), a
+    # fallback after the phase it replaces
+    alone = sum(not ph.fallback for ph in phases) == 1
+    named, j = [], -1
+    for ph in phases:
+        j += not ph.fallback
+        stem = symbol if alone else f"{symbol}_{j}"
+        named.append(replace(ph, name=f"{stem}_fallback_k" if ph.fallback else f"{stem}_k"))
     return KernelPlan(tuple(named), buffers)
+
+
+def _fallback(body: p.Phrase, spaces: dict) -> dict | None:
+    """The address spaces of ``body``'s fallback phase, or None where it needs none: its local
+    arrays whose size is known only at the call (a row of softmax's exponentials, one per
+    work-group) may not fit the device's local memory, so the launcher runs, in their place, the
+    phase with those arrays in global memory (one per group, as ``to_global`` would place them)."""
+    sized_at_call = {n.name for n in _news(body) if spaces.get(n.name) == "local"
+                     and not sympy.sympify(p.elements(n.data)).is_Integer}
+    if not sized_at_call:
+        return None
+    return {**spaces, **dict.fromkeys(sized_at_call, "global")}
 
 
 def _single_group(phase: Phase) -> bool:
