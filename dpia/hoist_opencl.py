@@ -17,7 +17,12 @@ work-item kernel and a temp buffer would cost a launch.
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
 their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
-iteration of the enclosing local loops (one work-group holds one).  Private arrays (``to_private``,
+iteration of the enclosing local loops (one work-group holds one).  A local array whose size is
+known only at the call (a row of softmax's exponentials, ``fsmooth.auto_reductions``) may not fit
+the device's local memory, so its kernel has a fallback planned with it in global memory: a second
+``Phase`` (``fallback``, named ``<kernel>_fallback_k``), which the launcher runs instead of the first
+where that one's local buffers exceed the device's local memory (``fsmooth.opencl_artifact``).
+Private arrays (``to_private``,
 and the small ones a work-item computes for itself where the program says nothing:
 ``strategy_check.private_by_default``) stay in the kernel (``T x[n]``); scalars are private
 variables.
