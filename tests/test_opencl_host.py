@@ -434,7 +434,9 @@ def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
     rng = np.random.default_rng(5)
     # 3,000 doubles (24,000 bytes) and the trees' 8,160 fit in 32 KiB; 4,200 do not
     args = [rng.standard_normal(shape) for shape in ((2, 3000), (1, 4200), (3, 1))]
-    answers = Driver(build, manifest, ["softmax_rows"]).run([("softmax_rows", (m,)) for m in args])
+    driver = Driver(build, manifest, ["softmax_rows"], "-g", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=undefined")  # the choice's C clean under the sanitizers too
+    answers = driver.run([("softmax_rows", (m,)) for m in args], ASAN_OPTIONS="detect_leaks=1")
     for m, (status, got, _) in zip(args, answers):
         assert status == 0
         np.testing.assert_allclose(got, ml.np_softmax_rows(m), **F64)
