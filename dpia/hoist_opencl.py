@@ -22,10 +22,9 @@ known only at the call (a row of softmax's exponentials, ``fsmooth.auto_reductio
 the device's local memory, so its kernel has a fallback planned with it in global memory: a second
 ``Phase`` (``fallback``, named ``<kernel>_fallback_k``), which the launcher runs instead of the first
 where that one's local buffers exceed the device's local memory (``fsmooth.opencl_artifact``).
-Private arrays (``to_private``,
-and the small ones a work-item computes for itself where the program says nothing:
-``strategy_check.private_by_default``) stay in the kernel (``T x[n]``); scalars are private
-variables.
+Private arrays (``to_private``, and the small ones a work-item computes for itself where the
+program says nothing: ``strategy_check.private_by_default``) stay in the kernel (``T x[n]``);
+scalars are private variables.
 
 Launch sizes (sympy over the size symbols).  Global loops are strided (``for (i = gid; i < n;
 i += gsize)``), so any NDRange is correct; the kernel runs one work-item per iteration of the
@@ -157,7 +156,8 @@ def _fallback(body: p.Phrase, spaces: dict) -> dict | None:
     """The address spaces of ``body``'s fallback phase, or None where it needs none: its local
     arrays whose size is known only at the call (a row of softmax's exponentials, one per
     work-group) may not fit the device's local memory, so the launcher runs, in their place, the
-    phase with those arrays in global memory (one per group, as ``to_global`` would place them)."""
+    phase with those arrays in global memory (a copy per iteration of the enclosing parallel
+    loops, as ``to_global`` would place them)."""
     sized_at_call = {n.name for n in _news(body) if spaces.get(n.name) == "local"
                      and not sympy.sympify(p.elements(n.data)).is_Integer}
     if not sized_at_call:

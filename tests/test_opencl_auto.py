@@ -218,7 +218,11 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     assert len(re.findall(r"\bm\[", text)) == 3 and len(re.findall(r"\bout\[", text)) == 1  # + m[row][0]
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" not in text
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(artifact, fallback.kernel)
-    assert "instead of " + preferred.kernel in artifact.source[:artifact.source.index("typedef")]
+    head = artifact.source[:artifact.source.index("typedef")]
+    assert "instead of " + preferred.kernel in head and "with an intermediate row in local memory" in head
+    l2_rows = auto.l2_normalised_rows.opencl_artifact()  # no intermediate: no fallback
+    assert [launch.fallback for launch in l2_rows.launches] == [False]
+    assert "intermediate row" not in l2_rows.source
 
 
 def test_a_short_fold_known_when_compiling_stays_sequential():
