@@ -540,7 +540,9 @@ def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
     lines = ["Strategy:", *(f"- {note}" for note in notes), "Launches (global size, work-group size):",
              *(f"- {launch.kernel}: {sizes(launch.global_size)}, "
                f"{sizes(launch.local_size) if launch.local_size is not None else 'chosen by the runtime'}"
-               for launch in launches)]
+               + (f"; instead of {before.kernel} where its local arrays exceed the device's local memory"
+                  if launch.fallback else "")
+               for before, launch in zip([None, *launches], launches))]
     return "/* " + "\n * ".join(line.replace("*/", "* /") for line in lines) + " */\n"
 
 
@@ -580,7 +582,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
             global_size, local = _work_groups(global_size)
         else:
             local = tuple(sympy.sympify(n) for n in phase.local_size)
-        launches.append(Launch(phase.name, args, global_size, local))
+        launches.append(Launch(phase.name, args, global_size, local, phase.fallback))
         interface = emitter.interface()
         range_checks += interface.range_checks
     interface = dataclasses.replace(interface, range_checks=tuple(range_checks))

@@ -17,10 +17,14 @@ work-item kernel and a temp buffer would cost a launch.
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
 their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
-iteration of the enclosing local loops (one work-group holds one).  Private arrays (``to_private``,
-and the small ones a work-item computes for itself where the program says nothing:
-``strategy_check.private_by_default``) stay in the kernel (``T x[n]``); scalars are private
-variables.
+iteration of the enclosing local loops (one work-group holds one).  A local array whose size is
+known only at the call (a row of softmax's exponentials, ``fsmooth.auto_reductions``) may not fit
+the device's local memory, so its kernel has a fallback planned with it in global memory: a second
+``Phase`` (``fallback``, named ``<kernel>_fallback_k``), which the launcher runs instead of the first
+where that one's local buffers exceed the device's local memory (``fsmooth.opencl_artifact``).
+Private arrays (``to_private``, and the small ones a work-item computes for itself where the
+program says nothing: ``strategy_check.private_by_default``) stay in the kernel (``T x[n]``);
+scalars are private variables.
 
 Launch sizes (sympy over the size symbols).  Global loops are strided (``for (i = gid; i < n;
 i += gsize)``), so any NDRange is correct; the kernel runs one work-item per iteration of the
@@ -67,6 +71,9 @@ class Phase:
     global_size: tuple  # sympy
     local_size: tuple | None
     tail: p.Phrase | None = None
+    # the phase before this one with its local arrays of a size known only at the call in global
+    # memory, run instead of it where those do not fit the device's local memory (``_fallback``)
+    fallback: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,17 +132,41 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
-        body = _hoist(body, (), spaces, names, buffers, sizes, _contiguous_regions(body))
-        global_size, local_size = _ndrange(body, sequential, sizes)
-        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None:
-            phases[-1] = replace(phases[-1], tail=body)
-        elif sequential and phases and _after_the_total(phases[-1], body, read_only):
-            phases[-1] = replace(phases[-1], body=_total_then(phases[-1].body, body))
-        else:
-            phases.append(Phase("", body, sequential, global_size, local_size))
-    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name)
-    named = [replace(ph, name=f"{symbol if len(phases) == 1 else f'{symbol}_{j}'}_k") for j, ph in enumerate(phases)]
+        hoisted = _hoist(body, (), spaces, names, buffers, sizes, _contiguous_regions(body))
+        global_size, local_size = _ndrange(hoisted, sequential, sizes)
+        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
+            phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
+            continue
+        if sequential and phases and not phases[-1].fallback and _after_the_total(phases[-1], hoisted, read_only):
+            phases[-1] = replace(phases[-1], body=_total_then(phases[-1].body, hoisted))
+            continue
+        phases.append(Phase("", hoisted, sequential, global_size, local_size))
+        fallback = _fallback(body, spaces)
+        if fallback is not None:
+            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, _contiguous_regions(body)),
+                                sequential, global_size, local_size, fallback=True))
+    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name), a
+    # fallback after the phase it replaces
+    alone = sum(not ph.fallback for ph in phases) == 1
+    named, j = [], -1
+    for ph in phases:
+        j += not ph.fallback
+        stem = symbol if alone else f"{symbol}_{j}"
+        named.append(replace(ph, name=f"{stem}_fallback_k" if ph.fallback else f"{stem}_k"))
     return KernelPlan(tuple(named), buffers)
+
+
+def _fallback(body: p.Phrase, spaces: dict) -> dict | None:
+    """The address spaces of ``body``'s fallback phase, or None where it needs none: its local
+    arrays whose size is known only at the call (a row of softmax's exponentials, one per
+    work-group) may not fit the device's local memory, so the launcher runs, in their place, the
+    phase with those arrays in global memory (a copy per iteration of the enclosing parallel
+    loops, as ``to_global`` would place them)."""
+    sized_at_call = {n.name for n in _news(body) if spaces.get(n.name) == "local"
+                     and not sympy.sympify(p.elements(n.data)).is_Integer}
+    if not sized_at_call:
+        return None
+    return {**spaces, **dict.fromkeys(sized_at_call, "global")}
 
 
 def _single_group(phase: Phase) -> bool:
