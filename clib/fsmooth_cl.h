@@ -41,8 +41,6 @@ typedef struct _cl_event *cl_event;
 
 #define CL_SUCCESS 0
 #define CL_FALSE 0
-#define CL_TRUE 1
-#define CL_OUT_OF_HOST_MEMORY (-6)
 #define CL_DEVICE_TYPE_CPU (1 << 1)
 #define CL_DEVICE_TYPE_GPU (1 << 2)
 #define CL_DEVICE_TYPE_ALL 0xFFFFFFFF
@@ -52,7 +50,6 @@ typedef struct _cl_event *cl_event;
 #define CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010
 #define CL_DEVICE_LOCAL_MEM_SIZE 0x1023
 #define CL_DEVICE_NAME 0x102B
-#define CL_DEVICE_EXTENSIONS 0x1030
 #define CL_DEVICE_DOUBLE_FP_CONFIG 0x1032
 #define CL_MEM_READ_WRITE (1 << 0)
 #define CL_PROGRAM_BUILD_LOG 0x1183

@@ -158,20 +158,11 @@ class Kernel:
         return self.executable().call(*args)
 
     # -- OpenCL
-    def opencl_artifact(self, device=None):
-        """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``),
-        for ``device`` where given: without the single-pass scan where it lacks the 64-bit
-        atomics that needs (``dpia.scan_opencl``)."""
+    def opencl_artifact(self):
+        """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``)."""
         from .driver import compile_to_opencl
 
-        options = self.options
-        if device is not None and options.single_pass_scan:
-            from fsmooth.dpia.scan_opencl import LOOKBACK_EXTENSION
-            from .opencl_device import has_extension
-
-            if not has_extension(device, LOOKBACK_EXTENSION):
-                options = replace(options, single_pass_scan=False)
-        return compile_to_opencl(self.program(), options)
+        return compile_to_opencl(self.program(), self.options)
 
     def opencl_executable(self, context=None):
         """The OpenCL build of this kernel for ``context`` (None: fsmooth's default context,
@@ -180,11 +171,9 @@ class Kernel:
         with self._lock:
             executable = self._opencl.get(key)
             if executable is None:
-                from .opencl_device import default_context
                 from .opencl_executable import OpenCLExecutable
 
-                context = context if context is not None else default_context()
-                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(context.devices[0]), context,
+                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
                                                                   self.program().main.params)
             return executable
 

@@ -56,10 +56,7 @@ class Buffer:
     role: 'input' (a parameter of the F̃ kernel, by name), 'output' (the result), 'temp' (a
     hoisted global ``new``: allocated once per shape by the launcher and reused across calls),
     'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
-    per work-group), 'lookback' (the published states of a single-pass scan,
-    ``dpia.scan_opencl``: as 'temp', but zeroed when allocated and never otherwise written by
-    the host, since the kernel leaves it ready for the next call) or 'status' (the failed-check
-    codes, one per launch: see above)."""
+    per work-group) or 'status' (the failed-check codes, one per launch: see above)."""
 
     name: str
     role: str
@@ -89,4 +86,3 @@ class OpenCLArtifact:
     launches: tuple  # Launch, run in order
     interface: KernelInterface  # params, result, sizes, constraints: as for C
     needs_fp64: bool
-    extensions: tuple = ()  # the OpenCL extensions the source needs of the device, beside fp64

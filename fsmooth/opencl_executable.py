@@ -51,7 +51,7 @@ from .types import NUMPY_DTYPE, Bool, Card, TupleT, element_scalar, rank, type_s
 # since OpenCL forbids bool kernel arguments).
 _SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) for s in NUMPY_DTYPE}
 
-_ROLES = ("input", "output", "temp", "local", "lookback", "status")
+_ROLES = ("input", "output", "temp", "local", "status")
 _STATUS_DTYPE = np.dtype(np.int32)  # STATUS_ELEM, OpenCL's int
 
 
@@ -328,17 +328,14 @@ class OpenCLExecutable:
                 raise MemoryError(f"{where} would have {n} bytes, more than this device's limit of {limit} "
                                   f"(sizes: {shown})")
 
-    def _reused_buffer(self, name: str, nbytes: int, zeroed: bool = False) -> cl.Buffer:
+    def _reused_buffer(self, name: str, nbytes: int) -> cl.Buffer:
         """A device buffer of at least ``nbytes`` (never zero, which OpenCL forbids) kept under
-        ``name`` and reused by later calls while it is large enough; ``zeroed``: zeroed when
-        allocated (a 'lookback' buffer, which the kernels then keep consistent)."""
+        ``name`` and reused by later calls while it is large enough."""
         capacity, buffer = self._device_buffers.get(name, (-1, None))
         if capacity < nbytes or buffer is None:
             capacity = max(nbytes, 1)
             buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, capacity)
             self._device_buffers[name] = (capacity, buffer)
-            if zeroed:  # a copy, not clEnqueueFillBuffer, which Oclgrind does not count as initialising
-                cl.enqueue_copy(self.queue, buffer, np.zeros(capacity, dtype=np.uint8), is_blocking=True)
         return buffer
 
     def _launch(self, values: dict, sizes: tuple, plan: _Plan, device_result: bool):
@@ -351,8 +348,8 @@ class OpenCLExecutable:
                 bound[bname] = self._input_buffer(bname, values[bname])
             elif bname not in plan.passed:
                 continue  # a hoisted buffer of a launch not chosen (a fallback's, say)
-            elif buf.role in ("temp", "lookback"):
-                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname], zeroed=buf.role == "lookback")
+            elif buf.role == "temp":
+                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname])
             elif buf.role == "local":
                 bound[bname] = cl.LocalMemory(self._local_bytes(buf, plan.nbytes))
         results = []
