@@ -16,7 +16,8 @@ def test_the_c_and_opencl_passes_in_order():
         "core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets",
         "dpia", "interchange", "c")
     assert driver.pass_names(driver.opencl_passes(Options())) == (
-        "core", "anf", "inline_every_call", *REWRITES, "optimise", "auto_reductions", "shape", "dps", "simplify_allocs",
+        "core", "anf", "inline_every_call", *REWRITES, "optimise", "map_fission", "reassociate_folds",
+        "auto_reductions", "shape", "dps", "simplify_allocs",
         "beta_reduce_scalar_lets", "dpia_strategies", "plan_opencl", "vectorize", "opencl")
 
 
