@@ -99,3 +99,17 @@ def test_explain_prints_the_candidates_their_costs_and_the_choice(capsys):
     assert ("cost model on generic GPU (gpu, 132 compute units, 270336 lanes), symbolic (taken as 65536) "
             "elements, reductions over symbolic (taken as 65536): work-group per element of 256 ≈ 1.94e+04 "
             "(chosen), work-item per element ≈ 5.25e+05 lane steps") in out
+
+
+def test_explain_for_the_device_here(capsys, intel_cpu_context):
+    """``--opencl-device here``: the strategy for the device fsmooth chooses on this machine (Intel's
+    CPU runtime where it is installed): gemv a work-item per row."""
+    from fsmooth.opencl_device import default_context
+
+    if "Intel" not in default_context().devices[0].platform.name:
+        pytest.skip("fsmooth's default device here is not Intel's CPU runtime")
+    status = main(["explain", "opencl_auto_kernels:gemv_auto", "--target", "opencl", "--stage", "opencl",
+                   "--opencl-device", "here"])
+    out, _ = capsys.readouterr()
+    assert status == 0 and "a work-item per element (cost model on Intel(R)" in out
+    assert "work-group per element of 16 ≈" in out
