@@ -338,5 +338,15 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         assert_close(wide.opencl(x), wide.reference(x), rtol=1e-12, atol=1e-14)
         assert [launch.kernel for launch in wide.opencl_executable().last_profile] == ["ml_softmax_rows_fallback_k"]
         check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
+        # a CPU's choices (fsmooth.cost_model): softmax a group of one 4-wide vector per row, gemv a
+        # work-item per row
+        from fsmooth.cost_model import DeviceDescription
+        cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 4)
+        softmax = vision.softmax_rows_f32.with_options(opencl_device=cpu)
+        assert "each of its 4 lanes" in softmax.with_options(opencl_reduction=OpenCLReduction(local=32)).opencl_artifact().source
+        check(softmax, m, local=32)
+        gemv = auto.gemv_auto.with_options(opencl_device=cpu)
+        assert "a work-item per element (cost model on a CPU" in gemv.opencl_artifact().source
+        check(gemv, m, rng.standard_normal(37).astype(np.float32))
     """, timeout=900)
     assert ok, report
