@@ -114,7 +114,9 @@ class Choice:
     def explain(self) -> str:
         return (f"cost model on {self.device}, {self.sizes}: "
                 + ", ".join(f"{c}{' (chosen)' if c is self.chosen else ''}" for c in self.candidates)
-                + " lane steps")
+                + " lane steps"
+                + ("; no work-group size considered has a reduction at least that long and room for its trees"
+                   " in local memory" if len(self.candidates) == 1 else ""))
 
 
 @dataclass(frozen=True)
@@ -171,9 +173,10 @@ def group_sizes(device: DeviceDescription, local: int) -> tuple[int, ...]:
 
 def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     """A map of reductions (``Rows``) as a work-item per element (each folds its reductions
-    alone, reading its own row) or a work-group per element (its lanes fold strided shares of
-    each reduction, reading consecutive elements, then a tree each; a row's builds strided over
-    the lanes, a barrier after each)."""
+    alone, reading its own row) or a work-group per element of each size of ``group_sizes`` (its
+    lanes fold strided shares of each reduction, reading consecutive elements, then a tree each;
+    a row's builds strided over the lanes, a barrier after each), a size only where at least one
+    reduction is that long and the trees fit in local memory."""
     m = _size(rows.elements)
     counts = [_size(n) for n in rows.counts]
     k = _size(rows.row_length) if rows.row_builds else 0
@@ -182,7 +185,12 @@ def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     per_item = sum(counts) * read + (rows.row_builds * k * write if rows.row_builds else 1)
     candidates = [Candidate("work-item per element", None, _launch(device, m, per_item))]
     for E in group_sizes(device, local):
-        per_lane = (sum(math.ceil(n / E) for n in counts) + len(counts) * _tree(device, E)
+        # a count known when compiling and below E every lane folds alike (auto_reductions._rows)
+        folded = [n for n, known in zip(counts, rows.counts) if known is None or known >= E]
+        # the tree's local arrays, E elements and their halves, one set per reduction, must fit
+        if not folded or 2 * E * rows.elem_bytes * len(folded) > device.local_memory_bytes:
+            continue
+        per_lane = (sum(math.ceil(n / E) + _tree(device, E) for n in folded) + sum(counts) - sum(folded)
                     + rows.row_builds * (math.ceil(k / E) + BARRIER[device.kind]))
         candidates.append(Candidate("work-group per element", E, _launch(device, m * E, per_lane)))
     sizes = (f"{_said(rows.elements)} elements" + (f" of rows of {_said(rows.row_length)}" if rows.row_builds else "")

@@ -113,3 +113,13 @@ def test_explain_for_the_device_here(capsys, intel_cpu_context):
     out, _ = capsys.readouterr()
     assert status == 0 and "a work-item per element (cost model on Intel(R)" in out
     assert "work-group per element of 16 ≈" in out
+
+
+def test_a_group_size_needs_a_reduction_that_long_and_local_memory_for_its_trees():
+    """Rows of 10 known when compiling: no group of 16 (every lane would fold them alike); trees
+    of 256 doubles (4 KiB a reduction) do not fit 2 KiB of local memory."""
+    sizes = {c.local for c in choose_rows(Rows(None, (10,), None, 0, 8), INTEL_CPU, 256).candidates}
+    assert sizes == {None}
+    small = DeviceDescription("small", "gpu", 1, 1024, "scratchpad", 2048, 32, 32)
+    assert [c.strategy for c in choose_rows(Rows(None, (None,), None, 0, 8), small, 256).candidates] == ["work-item per element"]
+    assert choose_rows(Rows(None, (None,), None, 0, 8), small, 64).chosen.local == 64
