@@ -8,9 +8,10 @@ vendor library, in one process:
     FSMOOTH_OPENCL_REDUCTION=local=256,width=4,items=16,groups=1024 python -m benchmarks.blas --kernels dot,dot_auto
                                                # the unannotated kernels' reductions shaped otherwise
 
-The kernels are ``tests/corpus/blas.py``'s (their strategies are DPIA §6.3's; ``dot_auto`` and
-``asum_auto`` are ``dot`` and ``asum`` written with none, the strategy chosen by
-``fsmooth.auto_reductions``, shaped by ``FSMOOTH_OPENCL_REDUCTION``); the sizes are the
+The kernels are ``tests/corpus/blas.py``'s (their strategies are DPIA §6.3's; ``dot_auto``,
+``asum_auto`` and ``gemv_auto`` are ``dot``, ``asum`` and ``gemv`` written with none, the strategy
+chosen by ``fsmooth.auto_reductions`` with ``fsmooth.cost_model`` for the device, shaped by
+``FSMOOTH_OPENCL_REDUCTION``); the sizes are the
 paper's: scal, asum and dot over 2**24 and 2**27 floats, gemv on 4096² and 8192² float32
 matrices.  For every kernel and size:
 
@@ -60,9 +61,9 @@ if str(REPO_ROOT / "tests") not in sys.path:  # the kernels live in the test cor
 
 FULL = dict(vector_sizes=(2 ** 24, 2 ** 27), matrix_sizes=(4096, 8192), repeats=100, warmup=10)
 QUICK = dict(vector_sizes=(2 ** 12,), matrix_sizes=(64,), repeats=3, warmup=1)
-# dot_auto and asum_auto: the same operations written without strategies (fsmooth.auto_reductions
+# dot_auto, asum_auto and gemv_auto: the same operations written without strategies (fsmooth.auto_reductions
 # chooses one; FSMOOTH_OPENCL_REDUCTION shapes it), against the same baselines
-KERNEL_NAMES = ("scal", "asum", "dot", "gemv", "dot_auto", "asum_auto")
+KERNEL_NAMES = ("scal", "asum", "dot", "gemv", "dot_auto", "asum_auto", "gemv_auto")
 SCAL_ALPHA, GEMV_ALPHA, GEMV_BETA = 2.5, 1.5, 0.5
 SEED = 20240613
 
@@ -175,7 +176,7 @@ class Case:
 
 
 def size_label(kernel: str, size: int) -> str:
-    if kernel == "gemv":
+    if operation(kernel) == "gemv":
         return f"{size}²"
     return f"{size // 2 ** 20} Mi" if size >= 2 ** 20 else f"{size}"
 
@@ -388,7 +389,7 @@ def _one_line(err: Exception) -> str:
 
 def cases_of(settings: dict) -> list[tuple[str, int]]:
     return [(k, n) for k in settings.get("kernels", KERNEL_NAMES)
-            for n in (settings["matrix_sizes"] if k == "gemv" else settings["vector_sizes"])]
+            for n in (settings["matrix_sizes"] if operation(k) == "gemv" else settings["vector_sizes"])]
 
 
 def software_facts() -> dict:

@@ -28,21 +28,24 @@ one taken may differ: README, "Reductions on OpenCL").  Index and Card + and * s
 as ``dps.parallel`` keeps them: a regrouped sum may overflow int64 where the sequential one does
 not, and an overflow must be an error exactly where the reference's is.  An ifold whose count is
 not known from the input sizes (read from an array) stays sequential: a launch's NDRange is
-fixed before it runs; so does one whose count, known when compiling, is less than a group's
-lanes.  A symbolic count is always made parallel (at a small size the two launches of one group
-each cost more than the fold would: the sizes are not known until the call).  A fold whose body
+fixed before it runs.  Whether a fold that can be parallel is, is the cost model's choice
+(``fsmooth.cost_model.choose_fold``, for the device of ``Options.opencl_device``): a short count
+known when compiling stays on one work-item, where two launches would cost more than the fold; a
+symbolic count, taken to be large, is made parallel.  A fold whose body
 has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
 (width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
 
 A map of reductions at the top of the entry kernel, ``build(m, λ i. … ifold(λ a j. a ⊕ f(i, j), z, n)
-…)`` of scalars (row sums, gemv, softmax's per-row max and sum), gets one work-group per element:
-each reduction of the element's body is folded by the group's ``local`` lanes (lane t the
-elements t, t + local, …) and reduced by the tree, then combined with its init; the rest of the
-body every work-item computes alike.  Where every reduction's count is known when compiling and
-below ``local`` (short rows), or read from data, the map is left to the default, a work-item per
-element; a symbolic
-count gets a group per element (the launch's shape is fixed when compiling; a reduction over a
-symbolic row length is taken to be long).
+…)`` of scalars (row sums, gemv, softmax's per-row max and sum), gets a work-item per element
+(the default) or one work-group per element, as the cost model (``fsmooth.cost_model.choose_rows``)
+finds cheaper on the device, which also picks the group's size E: each reduction of the element's
+body is folded by the group's E lanes (lane t the elements t, t + E, …) and reduced by the tree,
+then combined with its init; the rest of the body every work-item computes alike.  On a GPU
+(``GENERIC_GPU``) a group of ``local`` lanes per element, unless the rows are short and known
+when compiling; on a CPU a work-item per element where it streams its own row and writes a
+scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a work-item's row
+written beside its neighbours' is a scatter).  A reduction whose count is read from data stays
+in the element's body (each lane's trip count would be data too).
 
 The element may be a row whose lets are such reductions (or scalars computed from them), softmax's
 ``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
@@ -52,7 +55,6 @@ row itself, and an intermediate such as ``e``) a ``build_local``, its elements s
 group's lanes, an intermediate in local memory (one copy per group; where a row is longer than the
 device's local memory holds, the launcher runs the fallback kernel that ``dpia.hoist_opencl`` plans
 with it in global memory), the barrier after its loop ordering its writes before the reads.
-A row whose length is known when compiling and below ``local`` keeps a work-item per row.
 
 The pass returns the rewritten program and one line per top-level ifold saying what was chosen
 and why, which the OpenCL program's first comment repeats (``fsmooth explain --stage opencl``).
@@ -64,11 +66,12 @@ from dataclasses import dataclass, replace
 import sympy
 
 from . import core
+from .cost_model import GENERIC_GPU, DeviceDescription, Rows, choose_fold, choose_rows
 from .core import Build, Get, If, Ifold, Lam, Let, Lit, PrimApp, Proj, Tuple, Var
 from .names import NameSupply
 from .options import OpenCLReduction, Options
 from .strategies import Strategy
-from .types import ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, TupleT
+from .types import BYTES, ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, TupleT
 
 SYMBOLS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
 
@@ -108,25 +111,33 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     found, constraints = _reductions(program)
     names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
     tuning = options.opencl_reduction
+    device = options.opencl_device or GENERIC_GPU
     notes, rewritten = [], {}
     for fold in folds:
         if isinstance(fold, Build):
-            rows, note = _rows(fold, found, tuning, names)
+            rows, note = _rows(fold, found, tuning, device, names)
             if rows is not None:
                 rewritten[id(fold)] = rows
             notes.extend([note] if note else [])
             continue
         state = fold.fn.params[0][0]
-        why_not = _why_sequential(found.get(state), tuning)
+        why_not = _why_sequential(found.get(state))
         if why_not:
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {why_not}")
             continue
         red, count = found[state]
+        choice = choose_fold(_constant(count), device, tuning.local, tuning.width, tuning.items, tuning.groups)
+        if choice.chosen.strategy == "one work-item":
+            notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {count} iterations"
+                         f"{', known when compiling,' if count.is_Integer else ''} cost less on one work-item "
+                         f"than two launches of a parallel reduction ({choice.explain()})")
+            continue
         shape = _shape(fold, tuning)
         rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names)
         notes.append(_note(state, count, red.monoids, shape) + ("" if shape == tuning else
                      "; its body has loops of its own, so each lane takes whole elements, one a round "
-                     "at least (width 1, items 1): an element's work dwarfs the reduction's"))
+                     "at least (width 1, items 1): an element's work dwarfs the reduction's")
+                     + f" ({choice.explain()})")
     if not rewritten:
         return AutoReductions(program, tuple(notes))
     from .anf import anf_kernel
@@ -161,59 +172,72 @@ def _row_of_scalars(body: core.Expr) -> bool:
     return isinstance(result, Build) and result.strategy is None and isinstance(result.ty.elem, Scalar)
 
 
-def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply):
+def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDescription, names: NameSupply):
     """A map of reductions, ``build m (λ i. … ifold(λ a j. a ⊕ f(i, j), z, n) …)``, as one work-group
     per element, whose lanes fold the reductions of its body and reduce them in local memory
     (the rest of the body each work-item computes alike), and a note; None (and a note, or None)
-    where it is better left to one work-item per element: no reduction in it, or every one's count known when compiling and below
-    a group's lanes (short rows), or an element that is a row of such a length.  A symbolic count
-    gets a group: sizes are not known until the call, and a launch's shape is fixed when compiling.
-    Where the element is a row (``build k (λ j. …)`` after the lets: softmax), the row's builds are
-    the group's too, its lanes writing strided elements (``build_local``)."""
-    E = tuning.local
+    where it is left to one work-item per element: no reduction in it that a group can fold (one
+    that may overflow, or whose count is read from data), or the cost model
+    (``fsmooth.cost_model.choose_rows``) finds a work-item per element cheaper on ``device``
+    (short rows on a GPU, whose group's lanes would mostly idle; a CPU, where a work-item streams
+    its own row through its cache).  The group's size is the model's choice too.  A reduction
+    whose count is known when compiling and below the group's size is computed by every lane
+    alike.  Where the element is a row (``build k (λ j. …)`` after the lets: softmax), the row's
+    builds are the group's too, its lanes writing strided elements (``build_local``)."""
     *_, result = _top_level(build.fn.body)
     row = isinstance(build.ty.elem, ArrayT)
-    if row and isinstance(result.size, Lit) and result.size.value < E:
-        # a short row, as today: most of a group's lanes would idle while it is written
-        return None, (f"the top-level build of {build.fn.params[0][0]} makes rows of {result.size.value} elements, "
-                      f"known when compiling: a work-item per row (rows shorter than a group's {E} lanes)")
-    rewritten, described, short = {}, [], []
+    i = build.fn.params[0][0]
+    folds = []  # (the ifold, its reduction, its count): those a group can fold
     for fold in _top_level(build.fn.body):
         if not isinstance(fold, Ifold):
             continue
         red, count = found.get(fold.fn.params[0][0]) or (None, None)
         if red is None or any(m.may_overflow for m in red.monoids) or count is None:
             continue  # a count read from data: its lanes' trip counts are data too (kept per row)
+        folds.append((fold, red, count))
+    if not folds:
+        return None, None
+    row_builds = [node for node in _top_level(build.fn.body)
+                  if row and isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
+    shape = Rows(elements=_literal(build.size), counts=tuple(_constant(count) for _, _, count in folds),
+                 row_length=_literal(result.size) if row else None, row_builds=len(row_builds),
+                 elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)))
+    choice = choose_rows(shape, device, tuning.local)
+    E = choice.chosen.local
+    if E is None:
+        counts = ", ".join(str(count) for _, _, count in folds)
+        what = (f"makes rows of {result.size.value} elements, known when compiling" if row and isinstance(result.size, Lit)
+                else f"makes rows of {result.size}" if row else f"is a map of reductions of {counts} elements each")
+        return None, f"the top-level build of {i} {what}: a work-item per {'row' if row else 'element'} ({choice.explain()})"
+    rewritten, described = {}, []
+    for fold, red, count in folds:
         if count.is_Integer and count < E:
-            short.append(str(count))
-            continue
-        rewritten[id(fold)] = _parallel(fold, red.monoids, tuning, names, _in_group)
+            continue  # short: every lane folds it alike
+        rewritten[id(fold)] = _parallel(fold, red.monoids, replace(tuning, local=E), names, _in_group)
         described.append(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}")
-    if not rewritten:
-        return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
-                      f"elements each, known when compiling: a work-item per element (rows shorter than a "
-                      f"group's {E} lanes)" if short else None)
-    builds = []
     if row:
         # the row's builds (its result, and intermediates such as softmax's exponentials) spread
         # over the group's lanes, strided by the group's size; an intermediate, which only its
         # group reads, is in local memory, one per group (dpia.hoist_opencl plans the fallback
         # with it in global memory, for rows longer than local memory holds), and the barrier
         # after its loop orders its writes before the lanes' reads of it
-        builds = [node for node in _top_level(build.fn.body)
-                  if isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
-        for node in builds:
+        for node in row_builds:
             rewritten[id(node)] = replace(node, strategy=Strategy("local", "local"))
-    intermediates = len(builds) > 1  # the row itself is the last
+    intermediates = len(row_builds) > 1  # the row itself is the last
     fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
-    note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
+    note = (f"the top-level build of {i} is a map of reductions ({'; '.join(described)}): one work-group per "
             f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
             + ("(every lane then knows the results); the row's builds spread over the lanes, strided "
                "by the group's size " if row else "")
             + ("with an intermediate row in local memory (in global memory in the fallback kernel, for "
                "rows that exceed the device's local memory) " if intermediates else "")
-            + f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
+            + f"(tuning local={tuning.local}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION; {choice.explain()})")
     return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
+
+
+def _literal(size: core.Expr) -> int | None:
+    """A size known when compiling (a literal after the optimiser), else None."""
+    return size.value if isinstance(size, Lit) else None
 
 
 def _shape(fold: Ifold, tuning: OpenCLReduction) -> OpenCLReduction:
@@ -256,7 +280,9 @@ def _reductions(program: core.Program) -> dict:
             for t in ir.walk(k.body) if isinstance(t, ir.Ifold)}, k.constraints
 
 
-def _why_sequential(found, tuning: OpenCLReduction) -> str | None:
+def _why_sequential(found) -> str | None:
+    """Why a top-level ifold cannot be a parallel reduction; None where it can (the cost model
+    then says whether it should)."""
     if found is None:
         return "not a fold of scalars"
     red, count = found
@@ -264,15 +290,17 @@ def _why_sequential(found, tuning: OpenCLReduction) -> str | None:
         return "not a reduction (its body is not acc ⊕ f(i) with ⊕ one of + * min max, per component)"
     if count is None:
         return "its count is not known from the input sizes, and a launch's size is fixed before it runs"
-    if count.is_Integer and count < tuning.elements:
-        return (f"{count} iterations, known when compiling, are fewer than one work-group's "
-                f"{tuning.elements} lanes: two launches would cost more than the fold")
     overflowing = [m for m in red.monoids if m.may_overflow]
     if overflowing:
         m = overflowing[0]
         return (f"{SYMBOLS[m.op]} on {m.ty.name} may overflow int64 in another grouping, and an overflow "
                 f"must fail where the sequential fold's does")
     return None
+
+
+def _constant(n: sympy.Expr | None) -> int | None:
+    """A size known when compiling, else None (symbolic, or not known from the sizes)."""
+    return int(n) if n is not None and n.is_Integer else None
 
 
 def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:

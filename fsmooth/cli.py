@@ -3,6 +3,7 @@
     fsmooth compile FILE.py -o DIR [--variant NAME] [--parallel] [--fastmath] [--march ARCH]
     fsmooth explain FILE.py:KERNEL [--stage {core,anf,shape,dps,dpia,c,opencl,all} | --pass NAME | --list-passes]
                    [--target {c,opencl}] [--variant NAME] [--parallel] [--unoptimised] [--no-OPTIMISATION ...]
+                   [--opencl-device {generic-gpu,here}]
     fsmooth mem FILE.py:KERNEL [--size NAME=VALUE ...]
     fsmooth demo [--sizes N ...] [--write-c PATH]
 
@@ -205,9 +206,14 @@ def show_stage(form) -> str:
 
 def explain_options(kernel: Kernel, args: argparse.Namespace) -> Options:
     """The kernel's own options, changed as the command line asks: a variant replaces them,
-    then ``--parallel``, each ``--no-NAME`` and ``--unoptimised`` (every optimisation off)."""
+    then ``--parallel``, each ``--no-NAME``, ``--unoptimised`` (every optimisation off) and
+    ``--opencl-device here``."""
     options = VARIANTS[args.variant] if args.variant else kernel.options
     changes = {name: False for name in optimisations() if args.unoptimised or not getattr(args, name)}
+    if getattr(args, "opencl_device", None) == "here":  # the device fsmooth chooses on this machine, as kernel.opencl uses it
+        from .opencl_device import default_context, describe
+
+        changes["opencl_device"] = describe(default_context().devices[0])
     return replace(options, **changes, parallel=options.parallel or args.parallel)
 
 
@@ -374,6 +380,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", action="store_true", help="'#pragma omp parallel for' on outer parallel loops")
     p.add_argument("--unoptimised", action="store_true",
                    help="every optimisation off, shapes and DPS as translated: the DPS paper's §3.4 forms")
+    p.add_argument("--opencl-device", choices=("generic-gpu", "here"), default="generic-gpu",
+                   help="the device the OpenCL strategy is chosen for (fsmooth.cost_model): the generic GPU, "
+                        "or the OpenCL device fsmooth chooses on this machine (PYOPENCL_CTX honoured)")
     for f in fields(Options):
         if "optimisation" in f.metadata:
             p.add_argument(f"--no-{f.name.replace('_', '-')}", dest=f.name, action="store_false",

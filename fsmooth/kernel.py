@@ -158,22 +158,32 @@ class Kernel:
         return self.executable().call(*args)
 
     # -- OpenCL
-    def opencl_artifact(self):
-        """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``)."""
+    def opencl_artifact(self, device=None):
+        """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``),
+        its strategy chosen for ``device`` where given (``fsmooth.cost_model``), unless the
+        options name a device description; without either, for ``cost_model.GENERIC_GPU``."""
         from .driver import compile_to_opencl
 
-        return compile_to_opencl(self.program(), self.options)
+        options = self.options
+        if device is not None and options.opencl_device is None:
+            from .opencl_device import describe
+
+            # an OpenCL program is built for one device: its strategy is chosen for it too
+            options = replace(options, opencl_device=describe(device))
+        return compile_to_opencl(self.program(), options)
 
     def opencl_executable(self, context=None):
         """The OpenCL build of this kernel for ``context`` (None: fsmooth's default context,
-        ``PYOPENCL_CTX`` honoured), compiled once and cached per context."""
+        ``PYOPENCL_CTX`` honoured), compiled once for its device and cached per context."""
         key = None if context is None else context.int_ptr
         with self._lock:
             executable = self._opencl.get(key)
             if executable is None:
+                from .opencl_device import default_context
                 from .opencl_executable import OpenCLExecutable
 
-                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
+                context = context if context is not None else default_context()
+                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(context.devices[0]), context,
                                                                   self.program().main.params)
             return executable
 

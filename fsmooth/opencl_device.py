@@ -12,6 +12,7 @@ import warnings
 
 import pyopencl as cl
 
+from .cost_model import GENERIC_GPU, DeviceDescription
 from .opencl_artifact import OpenCLArtifact
 from .opencl_icd import register_intel_cpu_runtime, registered_library, why_unlisted
 
@@ -75,6 +76,25 @@ def cpu_preference(platform) -> int:
     PoCL, then any other."""
     name = platform.name.lower()
     return next((rank for rank, known in enumerate(_CPU_PLATFORMS) if known in name), len(_CPU_PLATFORMS))
+
+
+def describe(device) -> DeviceDescription:
+    """What the cost model (``fsmooth.cost_model``) knows of ``device``, from OpenCL's queries.  A
+    simulator (Oclgrind) is described as ``GENERIC_GPU``: it checks the code a GPU would run."""
+    if any(s in device.platform.name.lower() for s in _SIMULATOR_PLATFORMS):
+        return GENERIC_GPU
+    gpu = bool(device.type & cl.device_type.GPU)
+    try:
+        multiple = device.preferred_work_group_size_multiple  # pyopencl asks a trivial kernel
+    except cl.Error:
+        multiple = 32 if gpu else 1
+    return DeviceDescription(
+        name=device.name.strip(), kind="gpu" if gpu else "cpu", compute_units=device.max_compute_units,
+        max_work_group=device.max_work_group_size,
+        local_memory="scratchpad" if device.local_mem_type == cl.device_local_mem_type.LOCAL else "global",
+        local_memory_bytes=device.local_mem_size, work_group_multiple=max(1, multiple),
+        # a GPU's SIMD unit is its warp (its preferred multiple); a CPU's, a vector of floats
+        simd_width=max(1, multiple if gpu else device.native_vector_width_float))
 
 
 def _devices_of(platform) -> list:

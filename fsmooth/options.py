@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 
+from .cost_model import DeviceDescription
+
 ALLOCATIONS = ("arena", "malloc", "leaky", "gc")
 
 
@@ -104,6 +106,10 @@ class Options:
     fastmath: bool = False
     # The shape of the automatic parallel reductions (OpenCLReduction below; FSMOOTH_OPENCL_REDUCTION)
     opencl_reduction: OpenCLReduction = field(default_factory=lambda: OpenCLReduction())
+    # The OpenCL device the program is built for, as the cost model (fsmooth.cost_model) knows it;
+    # None: the device an executable runs on (Kernel.opencl_executable describes it), and
+    # cost_model.GENERIC_GPU where there is none (opencl_artifact(), fsmooth compile and explain)
+    opencl_device: DeviceDescription | None = None
     # debugging the compiler (FSMOOTH_VERIFY=1 also turns it on): fsmooth.driver verifies every
     # pass's output with its IR's verify
     verify_passes: bool = False
@@ -113,6 +119,10 @@ class Options:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, not {self.allocation!r}")
         if isinstance(self.opencl_reduction, dict):  # as dataclasses.asdict writes it
             object.__setattr__(self, "opencl_reduction", OpenCLReduction(**self.opencl_reduction))
+        if isinstance(self.opencl_device, dict):  # as dataclasses.asdict writes it
+            object.__setattr__(self, "opencl_device", DeviceDescription(**self.opencl_device))
+        if not (self.opencl_device is None or isinstance(self.opencl_device, DeviceDescription)):
+            raise TypeError(f"opencl_device must be a DeviceDescription or None, not {self.opencl_device!r}")
         if not isinstance(self.opencl_reduction, OpenCLReduction):
             raise TypeError(f"opencl_reduction must be an OpenCLReduction, not {self.opencl_reduction!r}")
 

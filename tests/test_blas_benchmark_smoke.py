@@ -14,7 +14,7 @@ import pytest
 cl = pytest.importorskip("pyopencl")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-KERNELS = {"scal", "asum", "dot", "gemv", "dot_auto", "asum_auto"}
+KERNELS = {"scal", "asum", "dot", "gemv", "dot_auto", "asum_auto", "gemv_auto"}
 
 
 def _device_environment() -> dict:

@@ -14,6 +14,7 @@ import sympy
 import opencl_auto_kernels as auto
 from corpus import blas, ml, vision
 from fsmooth.cli import main
+from fsmooth.cost_model import GENERIC_GPU
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.options import OpenCLReduction, Options, default_options
 from opencl_oclgrind import run_under_oclgrind
@@ -105,9 +106,14 @@ def _np_rows(name: str, m: np.ndarray, x: np.ndarray):
     return m64[:, :3].sum(axis=1) if name == "short_rows" else m64.sum(axis=1)
 
 
+# the device's own choice (a work-item per row for most, on Intel's CPU), and the GPU's (a group per row)
+DEVICES = {"own": None, "gpu": GENERIC_GPU}
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ROWS)
-def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name):
-    kernel = getattr(auto, name)
+def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name, device):
+    kernel = getattr(auto, name).with_options(opencl_device=DEVICES[device])
     rng = np.random.default_rng(8)
     for rows, cols in SHAPES:
         if name == "short_rows":
@@ -129,7 +135,9 @@ def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
         assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
     short = auto.short_rows.opencl_artifact()
     assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
-    assert "rows shorter than a group's 256 lanes" in short.source
+    assert "reductions of 3 elements each: a work-item per element (cost model on generic GPU" in short.source
+    assert re.search(r"work-item per element ≈ \S+ \(chosen\) lane steps; no work-group size considered has a "
+                     r"reduction at least that long", short.source)
 
 
 ROW_MAPS = {  # a map whose element is a row, after reductions over it: kernel, numpy oracle
@@ -144,10 +152,11 @@ ROW_MAPS = {  # a map whose element is a row, after reductions over it: kernel, 
 ROW_SHAPES = ((0, 5), (1, 1), (2, 255), (2, 256), (2, 257), (3, 1000), (40, 300))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ROW_MAPS)
-def test_maps_of_rows_equal_reference_and_numpy(intel_cpu_context, name):
+def test_maps_of_rows_equal_reference_and_numpy(intel_cpu_context, name, device):
     kernel, oracle = ROW_MAPS[name]
-    executable = kernel.opencl_executable(intel_cpu_context)
+    executable = kernel.with_options(opencl_device=DEVICES[device]).opencl_executable(intel_cpu_context)
     rng = np.random.default_rng(9)
     for rows, cols in ROW_SHAPES + (((1, 70_000),) if name.startswith("softmax") else ()):
         cols = 3 if name.startswith("short") else cols
@@ -330,5 +339,15 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         assert_close(wide.opencl(x), wide.reference(x), rtol=1e-12, atol=1e-14)
         assert [launch.kernel for launch in wide.opencl_executable().last_profile] == ["ml_softmax_rows_fallback_k"]
         check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
+        # a CPU's choices (fsmooth.cost_model): softmax a group of one 4-wide vector per row, gemv a
+        # work-item per row
+        from fsmooth.cost_model import DeviceDescription
+        cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 4)
+        softmax = vision.softmax_rows_f32.with_options(opencl_device=cpu)
+        assert "each of its 4 lanes" in softmax.with_options(opencl_reduction=OpenCLReduction(local=32)).opencl_artifact().source
+        check(softmax, m, local=32)
+        gemv = auto.gemv_auto.with_options(opencl_device=cpu)
+        assert "a work-item per element (cost model on a CPU" in gemv.opencl_artifact().source
+        check(gemv, m, rng.standard_normal(37).astype(np.float32))
     """, timeout=900)
     assert ok, report

@@ -16,8 +16,9 @@ Each guard ``k < n`` bounds the reads under it, so the generated code checks not
 there; ``n`` is the smaller of the lengths read (``fs.min``), which is what lets the guard cover
 ``y`` in ``dot`` and the row of ``m`` in ``gemv`` too.
 
-``dot_auto`` and ``asum_auto`` are ``dot`` and ``asum`` with no strategy at all: the OpenCL back
-end parallelises their folds (``fsmooth.auto_reductions``), for the benchmark to time beside these.
+``dot_auto``, ``asum_auto`` and ``gemv_auto`` are ``dot``, ``asum`` and ``gemv`` with no strategy at
+all: the OpenCL back end parallelises their folds (``fsmooth.auto_reductions``, its strategy chosen
+for the device by ``fsmooth.cost_model``), for the benchmark to time beside these.
 
 ``scal`` is element-wise, 4-wide vectorised (``vload4``/``vstore4``); ``gemv`` gives each row
 to one work-group, which reduces it like ``dot``.
@@ -103,6 +104,14 @@ def asum_auto(x: Array[Float]) -> Float:
 
 
 @fs.kernel
+def gemv_auto(alpha: Float, m: Array[Array[Float]], x: Array[Float], beta: Float, y: Array[Float]) -> Array[Float]:
+    """``gemv`` without strategies: the cost model (``fsmooth.cost_model``) picks a work-group per
+    row on a GPU, a work-item per row on a CPU."""
+    n = fs.min(length(x), length(m[0]))
+    return fs.build(length(m), lambda i: alpha * ifold(lambda acc, j: acc + m[i][j] * x[j], f32(0.0), n) + beta * y[i])
+
+
+@fs.kernel
 def scal(a: Float, x: Array[Float]) -> Array[Float]:
     return fs.vectorize(4, fs.build_global(length(x), lambda i: a * x[i]))
 
@@ -134,6 +143,7 @@ def np_gemv(alpha, m, x, beta, y):
     return (alpha * (m.astype(np.float64) @ x.astype(np.float64)) + beta * y).astype(np.float32)
 
 
-KERNELS = {"scal": scal, "asum": asum, "dot": dot, "gemv": gemv, "dot_auto": dot_auto, "asum_auto": asum_auto}
-AUTO = {"dot_auto": "dot", "asum_auto": "asum"}
+KERNELS = {"scal": scal, "asum": asum, "dot": dot, "gemv": gemv, "dot_auto": dot_auto, "asum_auto": asum_auto,
+           "gemv_auto": gemv_auto}
+AUTO = {"dot_auto": "dot", "asum_auto": "asum", "gemv_auto": "gemv"}
 """The kernels without strategies, by the operation (and hand-written kernel) they compute."""

@@ -1,0 +1,222 @@
+"""The cost model that picks the OpenCL strategy of a program without annotations
+(``fsmooth.auto_reductions``): for each top-level parallel nest it lists the candidate
+strategies, estimates each from the sizes and a description of the device, and picks the
+cheapest.  Pure functions of their arguments; a user's strategy annotations never reach here.
+
+The device (``DeviceDescription``) is the one the OpenCL program is built for: an OpenCL
+program is compiled for one device anyway, so ``Kernel.opencl_artifact(device)`` (which
+``Kernel.opencl_executable`` calls with its context's device) describes it with
+``fsmooth.opencl_device.describe``; without a device
+(``kernel.opencl_artifact()``, ``fsmooth compile --target opencl``, ``fsmooth explain``) the
+description is ``GENERIC_GPU``, whose choices are those the rules made before this model
+(measured on the H100).  ``Options.opencl_device`` names another.
+
+Estimates are in *lane steps*: the time one lane takes to read one element and combine it.
+A launch of ``W`` work-items whose lanes each take ``s`` steps costs
+
+    launch + max(1, W / lanes) · s          lanes = compute_units · resident_lanes
+
+(``max(1, ·)``: fewer work-items than lanes leave lanes idle, they do not go faster), where
+
+- ``resident_lanes``: work-items one compute unit keeps in flight: a GPU's 2048 (what hides its
+  memory latency), a CPU core's SIMD width (Intel's runtime runs a group as a loop of vectors
+  over its work-items, one vector lane each);
+- ``launch``: a kernel launch, ``LAUNCH`` lane steps (a few microseconds);
+- a barrier costs ``BARRIER`` steps of each lane (a GPU synchronises a group in hardware; a
+  CPU runtime ends the vector loop over the group's work-items there and starts another);
+- a lane that reads (or writes) its own row, while the lanes beside it read other rows, moves
+  more than it uses: on a GPU each lone access costs a 32-byte sector (``SECTOR_BYTES``), so a
+  float's read is 8 steps; a CPU core keeps the line in cache until the lane reads the rest of
+  it, so a read is 1 step, but a write of a row is a scatter, one lane at a time
+  (``simd_width`` steps); lanes reading consecutive elements move what they use (1 step).
+
+A symbolic size is decided when compiling, as the launch's shape is, taken to be
+``SYMBOLIC_SIZE`` (sizes not known until the call are taken to be large); a constant is itself.
+The two-phase reduction's group count is still computed at launch from the sizes.
+
+What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, loaded machine,
+device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
+16 per row, 1.8-3.2 ms with 256, 16-20 ms with a work-item per row; gemv at 4096² takes 5-8.5 ms
+with a work-item per row, 17 ms with a group of 16 or 256 per row.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SYMBOLIC_SIZE = 2 ** 16  # a size not known when compiling, as the estimates take it
+LAUNCH = {"gpu": 1000.0, "cpu": 5000.0}  # lane steps a launch costs
+BARRIER = {"gpu": 4.0, "cpu": 16.0}  # lane steps a barrier costs each lane
+GPU_RESIDENT_LANES = 2048  # work-items a GPU compute unit keeps in flight
+SECTOR_BYTES = 32  # what a GPU lane's lone access moves
+
+
+@dataclass(frozen=True)
+class DeviceDescription:
+    """What the cost model knows of a device (``fsmooth.opencl_device.describe`` reads it from
+    OpenCL's device queries)."""
+
+    name: str
+    kind: str  # "gpu" or "cpu": how work-items map onto the hardware (module docstring)
+    compute_units: int
+    max_work_group: int
+    local_memory: str  # "scratchpad" (on-chip, OpenCL's CL_LOCAL) or "global" (cached RAM, CL_GLOBAL)
+    local_memory_bytes: int
+    work_group_multiple: int  # CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE
+    simd_width: int  # lanes of one instruction: a warp, or a CPU vector of floats
+
+    def __post_init__(self):
+        if self.kind not in ("gpu", "cpu"):
+            raise ValueError(f"DeviceDescription.kind must be 'gpu' or 'cpu', not {self.kind!r}")
+        if self.local_memory not in ("scratchpad", "global"):
+            raise ValueError(f"DeviceDescription.local_memory must be 'scratchpad' or 'global', not {self.local_memory!r}")
+        for field in ("compute_units", "max_work_group", "local_memory_bytes", "work_group_multiple", "simd_width"):
+            value = getattr(self, field)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"DeviceDescription.{field} must be a positive integer, not {value!r}")
+
+    @property
+    def lanes(self) -> int:
+        """Lanes the device runs at once."""
+        resident = GPU_RESIDENT_LANES if self.kind == "gpu" else self.simd_width
+        return self.compute_units * resident
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind}, {self.compute_units} compute units, {self.lanes} lanes)"
+
+
+# An H100-class GPU: the device the rules before this model were measured on.
+GENERIC_GPU = DeviceDescription("generic GPU", "gpu", compute_units=132, max_work_group=1024,
+                                local_memory="scratchpad", local_memory_bytes=48 * 1024,
+                                work_group_multiple=32, simd_width=32)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One strategy considered: what it is, its work-group size where it has one, its estimate."""
+
+    strategy: str  # "work-item per element", "work-group per element", "one work-item", "two-phase"
+    local: int | None
+    cost: float
+
+    def __str__(self) -> str:
+        size = f" of {self.local}" if self.local is not None and self.strategy == "work-group per element" else ""
+        return f"{self.strategy}{size} ≈ {self.cost:.3g}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The candidates estimated, cheapest first (ties: in the order listed), and the sizes
+    they were estimated at."""
+
+    candidates: tuple[Candidate, ...]
+    device: DeviceDescription
+    sizes: str
+
+    @property
+    def chosen(self) -> Candidate:
+        return self.candidates[0]
+
+    def explain(self) -> str:
+        return (f"cost model on {self.device}, {self.sizes}: "
+                + ", ".join(f"{c}{' (chosen)' if c is self.chosen else ''}" for c in self.candidates)
+                + " lane steps"
+                + ("; no work-group size considered has a reduction at least that long and room for its trees"
+                   " in local memory" if len(self.candidates) == 1 else ""))
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A map of reductions: ``elements`` elements, each folding its reductions over ``counts``
+    and, where it is a row, writing ``row_builds`` builds of ``row_length`` scalars (the row and
+    its intermediates); sizes None where not known when compiling."""
+
+    elements: int | None
+    counts: tuple[int | None, ...]
+    row_length: int | None
+    row_builds: int
+    elem_bytes: int
+
+
+def _size(n: int | None) -> int:
+    return SYMBOLIC_SIZE if n is None else n
+
+
+def _said(n: int | None) -> str:
+    return f"symbolic (taken as {SYMBOLIC_SIZE})" if n is None else str(n)
+
+
+def _launch(device: DeviceDescription, work_items: float, steps: float) -> float:
+    return LAUNCH[device.kind] + max(1.0, work_items / device.lanes) * steps
+
+
+def _own_row(device: DeviceDescription, elem_bytes: int, write: bool) -> float:
+    """Steps a lane takes for one element of its own row (module docstring)."""
+    if device.kind == "gpu":
+        return max(1.0, SECTOR_BYTES / elem_bytes)
+    return float(device.simd_width) if write else 1.0
+
+
+def _tree(device: DeviceDescription, local: int) -> float:
+    """Steps of each lane in a group's tree in local memory: a step and a barrier per halving."""
+    return math.log2(local) * (1 + BARRIER[device.kind])
+
+
+def group_sizes(device: DeviceDescription, local: int) -> tuple[int, ...]:
+    """The work-group sizes considered, ``local`` (``OpenCLReduction.local``) first.  Where local
+    memory is a scratchpad (a GPU) only ``local``, the size measured there (occupancy, which the
+    model does not know, decides between the others); where it is global memory (a CPU) also the
+    multiples of the SIMD width below it: a group is one core's loop of vectors, so a group of one
+    vector is the least overhead whose lanes are all used."""
+    if device.local_memory == "scratchpad":
+        return (local,)
+    smaller, size = [], 1 << (device.simd_width - 1).bit_length()  # a tree halves: powers of two
+    while size < min(local, device.max_work_group):
+        smaller.append(size)
+        size *= 2
+    return (local, *smaller)
+
+
+def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
+    """A map of reductions (``Rows``) as a work-item per element (each folds its reductions
+    alone, reading its own row) or a work-group per element of each size of ``group_sizes`` (its
+    lanes fold strided shares of each reduction, reading consecutive elements, then a tree each;
+    a row's builds strided over the lanes, a barrier after each), a size only where at least one
+    reduction is that long and the trees fit in local memory."""
+    m = _size(rows.elements)
+    counts = [_size(n) for n in rows.counts]
+    k = _size(rows.row_length) if rows.row_builds else 0
+    read, write = _own_row(device, rows.elem_bytes, False), _own_row(device, rows.elem_bytes, True)
+    # a scalar element's write is one per lane, beside its neighbours': 1 step
+    per_item = sum(counts) * read + (rows.row_builds * k * write if rows.row_builds else 1)
+    candidates = [Candidate("work-item per element", None, _launch(device, m, per_item))]
+    for E in group_sizes(device, local):
+        # a count known when compiling and below E every lane folds alike (auto_reductions._rows)
+        folded = [n for n, known in zip(counts, rows.counts) if known is None or known >= E]
+        # the tree's local arrays, E elements and their halves, one set per reduction, must fit
+        if not folded or 2 * E * rows.elem_bytes * len(folded) > device.local_memory_bytes:
+            continue
+        per_lane = (sum(math.ceil(n / E) + _tree(device, E) for n in folded) + sum(counts) - sum(folded)
+                    + rows.row_builds * (math.ceil(k / E) + BARRIER[device.kind]))
+        candidates.append(Candidate("work-group per element", E, _launch(device, m * E, per_lane)))
+    sizes = (f"{_said(rows.elements)} elements" + (f" of rows of {_said(rows.row_length)}" if rows.row_builds else "")
+             + f", reductions over {', '.join(_said(n) for n in rows.counts)}")
+    return Choice(_cheapest(candidates), device, sizes)
+
+
+def choose_fold(count: int | None, device: DeviceDescription, local: int, width: int, items: int, groups: int) -> Choice:
+    """A reduction of ``count`` elements on one work-item, or as the two-phase reduction of ``OpenCLReduction`` (its
+    ``local``, ``width``, ``items``, ``groups``): ``g = min(ceil(n / (E · items)), groups)``
+    groups whose lanes fold their shares, a tree each, then one group combining the partials."""
+    n = _size(count)
+    E = local * width
+    g = max(1, min(math.ceil(n / (E * items)), groups))
+    phase1 = _launch(device, g * local, math.ceil(n / (g * local)) + _tree(device, E))
+    phase2 = _launch(device, local, math.ceil(g / E) + _tree(device, E))
+    candidates = [Candidate("one work-item", None, LAUNCH[device.kind] + n),
+                  Candidate("two-phase", local, phase1 + phase2)]
+    return Choice(_cheapest(candidates), device, f"count {_said(count)}")
+
+
+def _cheapest(candidates: list[Candidate]) -> tuple[Candidate, ...]:
+    return tuple(sorted(candidates, key=lambda c: c.cost))  # stable: ties keep the order listed
