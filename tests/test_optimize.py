@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
+import sympy
 
 import fsmooth as fs
 from corpus import iterate, linalg, ml
@@ -256,10 +257,16 @@ def test_an_intermediate_read_twice_exists_and_its_producer_is_fused():
     assert count(k.body, Build) == 1 and count(k.body, Call) == 0
 
 
-def test_nothing_leaves_a_branch():
+def test_only_what_both_branches_compute_first_leaves_them():
     k = optimized(branches).main
-    assert isinstance(k.body, If)  # a[0] * 2.0, in both branches, is not hoisted before the If
-    assert len(_reads_of(k.body.then, "a")) == len(_reads_of(k.body.orelse, "a")) == 1
+    # both branches bind a[0] first: it runs whichever is taken, once, before the If (fsmooth.cse);
+    # the rest stays in its branch (the then branch's a[0] * 2.0 is its result, not a let)
+    assert isinstance(k.body, core.Let) and isinstance(k.body.body, If)
+    assert len(_reads_of(k.body, "a")) == 1 and _reads_of(k.body.body, "a") == []
+    assert count(k.body.body.then, PrimApp) == 1 and count(k.body.body.orelse, PrimApp) == 2
+    for c in (True, False):
+        assert core.run_kernel(optimized(branches), "branches", [np.array([3.0]), c]) == branches.reference(
+            np.array([3.0]), c)
 
 
 def test_integer_division_by_zero_is_not_folded():
@@ -273,3 +280,37 @@ def test_integer_division_by_zero_is_not_folded():
 def test_constants_fold_through_lets_and_conditionals():
     k = optimized(folded).main
     assert show_kernel(k) == "folded = λ a.\n  let tmp_1 = a[0] in\n  (tmp_1 * 8.0)"
+
+
+def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_larger_limit():
+    # BA: project (a 2-vector) and Rodrigues' rotation (a 3-vector) are bigger than SMALL_KERNEL,
+    # yet no call is left in the loop over the observations; GMM's main_terms is as small, but
+    # its result has K elements (a run-time size), so its call stays in the fold over the points.
+    from corpus import adbench_ba, adbench_gmm
+    from fsmooth.inline_kernels import SMALL_KERNEL, SMALL_RESULT_KERNEL, size
+
+    ba = optimized(adbench_ba.ba_objective)
+    for name in ("project", "rodrigues_rotate_point"):
+        assert SMALL_KERNEL < size(ba.kernels[name].body) <= SMALL_RESULT_KERNEL, name
+    assert core.called_kernels(ba.main.body) == set()
+    gmm = optimized(adbench_gmm.gmm_full_objective)
+    assert SMALL_KERNEL < size(gmm.kernels["main_terms"].body) <= SMALL_RESULT_KERNEL
+    assert "main_terms" in core.called_kernels(gmm.main.body)
+
+
+def test_hand_has_no_array_of_its_skinned_positions():
+    # Hand's mirrored positions read skinned[v][r] in both branches of `if mirrored and r == 0`;
+    # once that read is one, before the branch, the skinned positions fuse into the mirrored ones
+    # (each element read once), and their V × 3 region leaves the scratch
+    from corpus import adbench_hand
+    from fsmooth.driver import compile_to_c
+
+    def scratch(options):
+        artifact = compile_to_c(adbench_hand.hand_objective.program(), options)
+        return sympy.sympify(artifact.interfaces["hand_objective"].scratch_formula)
+
+    saved = scratch(replace(adbench_hand.hand_objective.options, cse=False)) - scratch(adbench_hand.hand_objective.options)
+    for vertices in (544, 10_000):  # ADBench's hand model's, and more
+        sizes = {"base_relatives_d0": 22, "base_relatives_d1": 4, "inverse_base_absolutes_d2": 4,
+                 "parents_d0": 22, "base_positions_d0": vertices}
+        assert saved.subs({s: sizes[s.name] for s in saved.free_symbols}) == 24 * vertices
