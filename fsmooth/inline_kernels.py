@@ -30,13 +30,15 @@ when compiling (``dps.local_arrays.small_constant_size``: a 3-vector, a 4×4 mat
 caller's reads of that result fuse with the callee's last build, so its elements are scalars of the
 caller's loop (in registers) rather than a local array the call stores and the caller loads, and
 the callee's small intermediates (BA's ``rot``, ``x_centred``, ``p``) become the caller's locals
-too.  By callgrind's count on ADBench's objectives (issue 11), this takes BA's Rodrigues' rotation
-(298 nodes) and ``project`` (429 with it) into the loop over the observations.  A size limit alone
-cannot: at 600 for every kernel, GMM at d=20, K=25 runs 17 % more instructions, because
-``main_terms`` (141 nodes), whose result has K elements, is then inlined into the fold over the
-points, where its vector (x - means[k]) and its K results share one region and gcc keeps
-neither in registers.  A result whose size is known only at run time gains no scalars from inlining,
-so such a kernel keeps ``SMALL_KERNEL``."""
+too.  By callgrind's count (issue 11, ba1, -march=x86-64-v3 builds), this takes BA's Rodrigues'
+rotation (298 nodes) and ``project`` (429 with it) into the loop over the observations: 10.1 M ->
+8.6 M instructions per call.  A size limit alone cannot: at 600 for every kernel, GMM at d=20,
+K=25 runs 53 % more instructions (49.3 M -> 75.2 M), ``main_terms`` (141 nodes), whose result has
+K elements, being inlined into the fold over the points; not because its vector x - means[k] and
+its K results then share one region (with ``merge_allocs`` off: still 73.1 M); the likely cause,
+not confirmed, is that inlined both are regions of the caller's one scratch pointer, which gcc
+must assume alias each other, where the call's result was its own ``restrict`` parameter.  A result whose size is known only at run time gains no
+scalars from inlining, so such a kernel keeps ``SMALL_KERNEL``."""
 
 
 def size(e: Expr) -> int:
