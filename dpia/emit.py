@@ -610,8 +610,9 @@ class KernelEmitter:
         unused = [f"(void){self.resolve(partial, env, ranges, checks)[0].cname};" for partial in c.partials]
         return checks + unused + self.loop(c.index, n, c.body, env, ranges)
 
-    def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner) -> list[str]:
-        """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration.
+    def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner, pragmas=()) -> list[str]:
+        """A sequential loop of ``index`` over 0 .. n-1, ``tail`` after the body in each iteration,
+        ``pragmas`` the lines just before its ``for``.
         The count is checked where it may overflow (``checked_size``); the body's ranges keep its
         expression, which is its value wherever the loop runs.  The body's loop-invariant checks
         run once, before it (``dpia.loop_checks``), where the loop runs at least once: under
@@ -649,7 +650,7 @@ class KernelEmitter:
             moved, hoisted, lines = hoist_invariant_checks(lines, i, self.exit.status, last)
             changed = records_moved(moved, hoisted)
             self.range_checks = [changed.get(r, r) for r in self.range_checks]
-        loop = starts + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
+        loop = starts + list(pragmas) + [f"for (int64_t {i} = 0; {i} < {bound}; {i}++) {{"] + indent(lines) + ["}"]
         # a loop of no trips computes no running remainder's start (a division)
         remainders = any(isinstance(r, RunningRemainder) for r in running.values())
         if (hoisted or remainders) and not positive(n, ranges):

@@ -13,16 +13,32 @@ from __future__ import annotations
 from . import core
 from .anf import anf_kernel
 from .core import Expr, called_kernels, children
+from .types import BYTES, ArrayT, element_scalar
+from fsmooth.dps.local_arrays import small_constant_size
 from fsmooth.shape.filters import returns_filter
+from fsmooth.shape.ir import VecShape
+from fsmooth.shape.sizes import is_card
+from fsmooth.shape.translate import kernel_functions, shape_kernel
 
 SMALL_KERNEL = 100
 """Largest body, in expression nodes after its own optimisation (its callees inlined), of a kernel
-whose calls are inlined: a body this size is a few dozen lines of C, so the copies stay cheap.
-Not raised, by callgrind's count on ADBench's objectives (portable builds, issue 11): at 600,
-BA's objective runs 9 % fewer instructions (Rodrigues' rotation, 298 nodes, and ``project``, 429
-with it, inlined into the loop over the observations), GMM 27 % fewer at d=2, K=5 and LSTM 3 %
-fewer, but GMM 17 % more at d=20, K=25 (``main_terms``, 141, inlined into the fold over the
-points): a limit on size alone cannot take the first without the last."""
+whose calls are inlined: a body this size is a few dozen lines of C, so the copies stay cheap."""
+
+SMALL_RESULT_KERNEL = 600
+"""Largest body of a kernel whose calls are inlined when its result is a small array of a size known
+when compiling (``dps.local_arrays.small_constant_size``: a 3-vector, a 4×4 matrix).  Inlined, the
+caller's reads of that result fuse with the callee's last build, so its elements are scalars of the
+caller's loop (in registers) rather than a local array the call stores and the caller loads, and
+the callee's small intermediates (BA's ``rot``, ``x_centred``, ``p``) become the caller's locals
+too.  By callgrind's count (issue 11, ba1, -march=x86-64-v3 builds), this takes BA's Rodrigues'
+rotation (298 nodes) and ``project`` (429 with it) into the loop over the observations: 10.1 M ->
+8.6 M instructions per call.  A size limit alone cannot: at 600 for every kernel, GMM at d=20,
+K=25 runs 53 % more instructions (49.3 M -> 75.2 M), ``main_terms`` (141 nodes), whose result has
+K elements, being inlined into the fold over the points; not because its vector x - means[k] and
+its K results then share one region (with ``merge_allocs`` off: still 73.1 M); the likely cause,
+not confirmed, is that inlined both are regions of the caller's one scratch pointer, which gcc
+must assume alias each other, where the call's result was its own ``restrict`` parameter.  A result whose size is known only at run time gains no
+scalars from inlining, so such a kernel keeps ``SMALL_KERNEL``."""
 
 
 def size(e: Expr) -> int:
@@ -32,7 +48,27 @@ def size(e: Expr) -> int:
 def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.KernelDef:
     """``k`` with every call of a small kernel of ``program`` replaced by the callee's body
     (renamed apart, arguments bound by let), in ANF."""
-    # a filter's length is known only at run time: one returned is always inlined (shape.filters)
-    small = frozenset(name for name in called_kernels(k.body)
-                      if size(program.kernels[name].body) <= SMALL_KERNEL or returns_filter(program.kernels[name].body))
+    small = frozenset(name for name in called_kernels(k.body) if inlined(program, program.kernels[name]))
     return anf_kernel(program, k, inline=small) if small else k
+
+
+def inlined(program: core.Program, callee: core.KernelDef) -> bool:
+    """Whether the calls of ``callee`` are inlined: its body is small, or not too big and its result
+    a small array of a size known when compiling, or it returns a filter (a filter's length is known
+    only at run time: one returned is always inlined, shape.filters)."""
+    nodes = size(callee.body)
+    return (nodes <= SMALL_KERNEL or returns_filter(callee.body)
+            or (nodes <= SMALL_RESULT_KERNEL and returns_small_array(program, callee)))
+
+
+def returns_small_array(program: core.Program, k: core.KernelDef) -> bool:
+    """Whether ``k``'s result is an array whose every dimension is known when compiling, small
+    enough to be a C local (``small_constant_size``), whatever its arguments' sizes."""
+    if not isinstance(k.result, ArrayT):
+        return False
+    shape, count = shape_kernel(k, kernel_functions(program), program).result, 1
+    while isinstance(shape, VecShape):
+        if not is_card(shape.card) or shape.capacity is not None:
+            return False
+        count, shape = count * shape.card, shape.elem
+    return small_constant_size(count, BYTES[element_scalar(k.result)])

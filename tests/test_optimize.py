@@ -273,3 +273,19 @@ def test_integer_division_by_zero_is_not_folded():
 def test_constants_fold_through_lets_and_conditionals():
     k = optimized(folded).main
     assert show_kernel(k) == "folded = λ a.\n  let tmp_1 = a[0] in\n  (tmp_1 * 8.0)"
+
+
+def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_larger_limit():
+    # BA: project (a 2-vector) and Rodrigues' rotation (a 3-vector) are bigger than SMALL_KERNEL,
+    # yet no call is left in the loop over the observations; GMM's main_terms is as small, but
+    # its result has K elements (a run-time size), so its call stays in the fold over the points.
+    from corpus import adbench_ba, adbench_gmm
+    from fsmooth.inline_kernels import SMALL_KERNEL, SMALL_RESULT_KERNEL, size
+
+    ba = optimized(adbench_ba.ba_objective)
+    for name in ("project", "rodrigues_rotate_point"):
+        assert SMALL_KERNEL < size(ba.kernels[name].body) <= SMALL_RESULT_KERNEL, name
+    assert core.called_kernels(ba.main.body) == set()
+    gmm = optimized(adbench_gmm.gmm_full_objective)
+    assert SMALL_KERNEL < size(gmm.kernels["main_terms"].body) <= SMALL_RESULT_KERNEL
+    assert "main_terms" in core.called_kernels(gmm.main.body)
