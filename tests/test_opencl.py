@@ -554,6 +554,43 @@ def test_oclgrind_giving_up_fails_the_harness():
     assert not ok and "OCLGRIND FATAL ERROR" in report and "Unsupported instruction: freeze" in report, report
 
 
+def test_oclgrind_harness_keeps_buffer_numbers():
+    """The harness keeps every buffer alive (opencl_oclgrind's preamble): a buffer freed and
+    replaced by a larger one (a hoisted buffer growing for a larger call) would give the new one
+    the freed number, and Oclgrind's uninitialised-value plugin the freed one's shadow, of the old
+    size: the read of element 1, which the kernel wrote, reported as uninitialised.  A read of
+    memory no one wrote is still reported, once per element read."""
+    ok, report = run_under_oclgrind("""
+        import gc
+        import numpy as np
+        import pyopencl as cl
+        from fsmooth.opencl_device import default_context
+        ctx = default_context()
+        q = cl.CommandQueue(ctx)
+        prg = cl.Program(ctx, '''
+            __kernel void fill(__global float *b, long n) { for (long i = 0; i < n; i++) b[i] = (float)i; }
+            __kernel void total(__global const float *b, __global float *o, long n) {
+                float s = 0; for (long i = 0; i < n; i++) s += b[i]; o[0] = s; }
+            __kernel void unwritten(__global const float *b, __global float *o) { o[0] = b[1]; }
+        ''').build()
+        out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
+        small = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
+        prg.fill(q, (1,), (1,), small, np.int64(1))
+        q.finish()
+        del small
+        gc.collect()
+        grown = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 16)
+        prg.fill(q, (1,), (1,), grown, np.int64(4))
+        prg.total(q, (1,), (1,), grown, out, np.int64(4))
+        got = np.empty(1, np.float32)
+        cl.enqueue_copy(q, got, out)
+        assert got[0] == 6.0, got
+        prg.unwritten(q, (1,), (1,), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 16), out)
+        q.finish()
+    """)
+    assert not ok and report.count("Uninitialized value") == 1 and "Kernel: unwritten" in report, report
+
+
 def test_dot_needs_no_launch_for_its_integer_lets():
     a = blas.dot.opencl_artifact()
     # n = min(lengths) and (n + 16383) // 16384 are recomputed in the kernels that use them, and the

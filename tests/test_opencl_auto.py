@@ -251,9 +251,8 @@ def test_tuning_from_the_environment(monkeypatch):
 
 def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
     """Several groups at small sizes (small shapes), a tuple state, an integer state, the default
-    shape once, maps of reductions.  Each executable is called once: under Oclgrind a second call
-    on the same executable may read its reused buffers as uninitialised (blas.dot's too, after a
-    call at n = 0: the launcher's reuse, not the kernels), so each size has a shape of its own."""
+    shape once, maps of reductions; the 4-group shapes called small, large, small, so that their
+    hoisted partials grow and are then reused."""
     ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
@@ -267,7 +266,7 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
                 kernel = kernel.with_options(opencl_reduction=OpenCLReduction(**tuning))
             assert_close(kernel.opencl(*args), kernel.reference(*args), rtol=1e-5, atol=1e-5)
 
-        for n, width in ((0, 2), (300, 4)):  # 300: 4 groups (the cap) of 8 lanes
+        for n, width in ((0, 2), (5, 4), (300, 4), (1, 4)):  # 300: 4 groups (the cap) of 8 lanes
             x = rng.standard_normal(n)
             check(auto.max_sum, x, local=8, width=width, items=2, groups=4)
             check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
