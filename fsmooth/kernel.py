@@ -171,10 +171,16 @@ class Kernel:
         with self._lock:
             executable = self._opencl.get(key)
             if executable is None:
+                from .driver import compile_to_opencl
+                from .opencl_device import default_context, global_atomics
                 from .opencl_executable import OpenCLExecutable
 
-                executable = self._opencl[key] = OpenCLExecutable(self.opencl_artifact(), context,
-                                                                  self.program().main.params)
+                artifact = self.opencl_artifact()
+                if artifact.needs_atomics and not global_atomics((context or default_context()).devices[0]):
+                    # decided at build: a second launch combines the partials (OpenCLReduction.launches)
+                    tuning = replace(self.options.opencl_reduction, launches=2)
+                    artifact = compile_to_opencl(self.program(), replace(self.options, opencl_reduction=tuning))
+                executable = self._opencl[key] = OpenCLExecutable(artifact, context, self.program().main.params)
             return executable
 
     def opencl(self, *args, context=None, device_result=None):

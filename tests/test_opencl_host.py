@@ -64,7 +64,7 @@ def run_on_oclgrind(command: list[str], stdin: bytes = b"", **env) -> subprocess
 def test_cl_declarations_have_the_khronos_values():
     """Every constant of clib/fsmooth_cl.h is the value pyopencl (built on the Khronos headers) has."""
     cl = pytest.importorskip("pyopencl")
-    expected = {"CL_SUCCESS": cl.status_code.SUCCESS, "CL_FALSE": 0,
+    expected = {"CL_SUCCESS": cl.status_code.SUCCESS, "CL_FALSE": 0, "CL_TRUE": 1,
                 "CL_DEVICE_TYPE_CPU": cl.device_type.CPU, "CL_DEVICE_TYPE_GPU": cl.device_type.GPU,
                 "CL_DEVICE_TYPE_ALL": cl.device_type.ALL, "CL_PLATFORM_NAME": cl.platform_info.NAME,
                 "CL_DEVICE_TYPE": cl.device_info.TYPE, "CL_DEVICE_MAX_WORK_GROUP_SIZE": cl.device_info.MAX_WORK_GROUP_SIZE,
