@@ -24,8 +24,8 @@ back to zero for the next call.  The buffers handed over (``Phase.handover``) ar
 read with atomics (``dpia.codegen_opencl``): they cross work-groups; their role is 'handover', a
 'temp' that the launcher zeroes when it allocates it (an atomic store reads the old value, which
 Oclgrind would otherwise report as uninitialised; every element the last group reads is written
-first in the same launch).  The launch has at least one
-group, so the second body runs where the first has no iteration (a sum of nothing is its init).
+first in the same launch).  The launch has at least one group, so the second body runs where the
+first has no iteration (a sum of nothing is its init).
 
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
@@ -51,7 +51,7 @@ import sympy
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.opencl_artifact import STATUS_ELEM
-from fsmooth.types import Card, Index, Scalar
+from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
 from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels
@@ -89,7 +89,7 @@ class Phase:
     handover: frozenset = frozenset()
     counter: str | None = None
     groups: sympy.Expr | None = None  # with ``last``: the iterations of the body's workgroup loop
-    last_group: str | None = None  # with ``last``: a 'local' buffer of one element, whether this group is
+    last_group: str | None = None  # with ``last``: a 'local' buffer, whether this group took the last ticket
 
 
 @dataclass(frozen=True)
@@ -203,8 +203,8 @@ def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
     second = p.seq(single.body, single.tail if single.tail is not None else p.Skip())
     handed = {name for name in free_identifiers(second) if _writes_to(groups.body, name)}
     if not handed or any(buffers.get(name) is None or buffers[name].role != "temp" or _writes_to(second, name)
-                         for name in handed):
-        return None  # an output, or a buffer both write: not a reduction's partials
+                         or buffers[name].elem not in (Float, Double, Index, Card) for name in handed):
+        return None  # an output, a buffer both write, or of Bools (no atomics on bytes): no partials
     return frozenset(handed)
 
 
@@ -220,7 +220,8 @@ def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
     the same element and count (dropped from ``buffers``): the second body runs after the first,
     so the launch needs the larger phase's local memory, not both phases'."""
     used = set().union(*(free_identifiers(c) for c in second if c is not None))
-    spare = [name for name in buffers if buffers[name].role == "local" and name in free_identifiers(first)]
+    firsts = free_identifiers(first)
+    spare = [name for name in buffers if buffers[name].role == "local" and name in firsts]
     for name in [name for name in buffers if buffers[name].role == "local" and name in used]:
         buf = buffers[name]
         match = next((other for other in spare if (buffers[other].elem, buffers[other].count) == (buf.elem, buf.count)), None)
