@@ -25,8 +25,8 @@ A kernel of a single work-group may end with sequential commands (``Phase.tail``
 work-item 0 runs them, unless the body failed a check.
 
 A two-phase reduction in one launch (``Phase.last``, ``dpia.hoist_opencl``): after its body each
-group's work-item 0 fences its global writes (``mem_fence``) and takes a ticket
-(``atomic_inc`` of the 'counter' buffer); the group with the last one sets the counter back to 0
+work-item fences its global writes (``mem_fence``), and after a barrier the group's work-item 0
+takes a ticket (``atomic_inc`` of the 'counter' buffer); the group with the last one sets the counter back to 0
 and, unless a check failed, runs the second body (and the tail).  The buffers handed over are
 written and read through ``fs_handover_store_T``/``fs_handover_load_T``, 32-bit atomics word by
 word (core OpenCL 1.1), so no access crosses work-groups without an atomic (Oclgrind's race
@@ -324,9 +324,9 @@ class _OpenCLEmitter(KernelEmitter):
                   f"if ({last_group}) atomic_xchg({counter}, 0);  /* every group has had its ticket */",
                   f"if ({last_group} && atomic_or({_STATUS_PARAM} + {self.slot}, 0) != 0) {last_group} = 0;"]
         return ([f"if (get_group_id(0) < {groups}) {{"] + indent(body) + ["}",
+                "mem_fence(CLK_GLOBAL_MEM_FENCE);  /* each work-item's writes before the group's ticket */",
                 "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
-                "if (get_local_id(0) == 0) {",
-                "    mem_fence(CLK_GLOBAL_MEM_FENCE);  /* the group's writes before its ticket */"]
+                "if (get_local_id(0) == 0) {"]
                 + indent(ticket) + ["}", "barrier(CLK_LOCAL_MEM_FENCE);", f"if ({last_group}) {{"]
                 + indent(last) + ["}"])
 

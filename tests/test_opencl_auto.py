@@ -225,7 +225,6 @@ def test_dot_auto_and_asum_auto_equal_the_oracles(intel_cpu_context):
 
 
 ONE_LAUNCH = {  # kernel: (its inputs at length n, the oracle)
-    blas.dot: (lambda rng, n: tuple(rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2)), blas.np_dot),
     blas.dot_auto: (lambda rng, n: tuple(rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2)), blas.np_dot),
     auto.sum_d: (lambda rng, n: (rng.uniform(-1, 1, n),), lambda x: 1.5 + float(np.sum(x))),
     auto.max_index: (lambda rng, n: (rng.integers(-10 ** 6, 10 ** 6, n, dtype=np.int64),),
@@ -235,8 +234,9 @@ ONE_LAUNCH = {  # kernel: (its inputs at length n, the oracle)
 
 @pytest.mark.parametrize("kernel", ONE_LAUNCH, ids=lambda k: k.name)
 def test_a_two_phase_reduction_is_one_launch(kernel, intel_cpu_context):
-    """One launch per reduction, hand-written (blas.dot, asum) or automatic, Float, Double or
-    Index: at sizes 0, 1, below one group and of many groups the result is the oracle's, a
+    """One launch per reduction (dpia.hoist_opencl's, for hand-written ones too: test_opencl's
+    blas tests), Float, Double or Index: at sizes 0, 1, below one group and of many groups the
+    result is the oracle's, a
     repeated call gives the same bits (the partials combined in a fixed order), and the ticket
     counter is back at 0 after each call (dot_auto with launches=2: two launches, the same bits)."""
     import pyopencl as cl
@@ -300,7 +300,7 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
     ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
-        from corpus import blas, vision
+        from corpus import vision
         from fsmooth.options import OpenCLReduction
         from test_corpus import assert_close
         rng = np.random.default_rng(3)
@@ -316,9 +316,6 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
             check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
             check(auto.max_index, (x * 1000).astype(np.int64), local=8, width=width, items=2, groups=4)
         check(auto.sum_d, rng.standard_normal(37))
-        for n in (1, 20000, 5):  # blas.dot: 2 groups at 20000
-            x = rng.standard_normal(n).astype(np.float32)
-            assert_close(blas.dot.opencl(x, x), blas.dot.reference(x, x), rtol=1e-5, atol=1e-5)
         m = rng.standard_normal((3, 37)).astype(np.float32)
         check(auto.row_logsumexp, m, local=8)
         check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
