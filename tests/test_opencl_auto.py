@@ -262,6 +262,28 @@ def test_a_two_phase_reduction_is_one_launch(kernel, intel_cpu_context):
         assert np.isclose(got, oracle(*args), rtol=1e-4, atol=1e-3)
 
 
+def test_a_device_without_global_atomics_gets_two_launches(monkeypatch, intel_cpu_context):
+    """Decided at build: 32-bit global atomics are core from OpenCL 1.1, an extension in 1.0;
+    without them kernel.opencl compiles the reduction with launches=2, and the launcher refuses
+    the one-launch artifact."""
+    from types import SimpleNamespace
+
+    from fsmooth import opencl_device
+    from fsmooth.opencl_device import DeviceCapabilityError, global_atomics, require_capabilities
+
+    old = SimpleNamespace(version="OpenCL 1.0 FULL_PROFILE", extensions="cl_khr_fp64", name="old")
+    assert not global_atomics(old) and global_atomics(intel_cpu_context.devices[0])
+    assert global_atomics(SimpleNamespace(version="OpenCL 1.0", extensions="cl_khr_global_int32_base_atomics"))
+    with pytest.raises(DeviceCapabilityError, match="launches=2"):
+        require_capabilities(auto.sum_f.opencl_artifact(), old)
+    monkeypatch.setattr(opencl_device, "global_atomics", lambda device: False)
+    kernel = auto.sum_f.with_options(opencl_reduction=OpenCLReduction(groups=8))  # a kernel of its own
+    executable = kernel.opencl_executable(intel_cpu_context)
+    assert len(executable.artifact.launches) == 2 and not executable.artifact.needs_atomics
+    x = np.arange(100_000, dtype=np.float32)
+    assert executable(x) == pytest.approx(float(x.sum()), rel=1e-6)
+
+
 def test_explain_shows_the_strategy_and_why(tmp_path, capsys):
     assert main(["explain", f"{blas.__file__}:dot_auto", "--target", "opencl", "--stage", "opencl"]) == 0
     out = capsys.readouterr().out
