@@ -30,8 +30,8 @@ as ``dps.parallel`` keeps them: a regrouped sum may overflow int64 where the seq
 not, and an overflow must be an error exactly where the reference's is.  An ifold whose count is
 not known from the input sizes (read from an array) stays sequential: a launch's NDRange is
 fixed before it runs; so does one whose count, known when compiling, is less than a group's
-lanes.  A symbolic count is always made parallel (at a small size the two launches of one group
-each cost more than the fold would: the sizes are not known until the call).  A fold whose body
+lanes.  A symbolic count is always made parallel (at a small size the launch of one group costs
+more than the fold would: the sizes are not known until the call).  A fold whose body
 has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
 (width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
 
@@ -260,7 +260,7 @@ def _why_sequential(found, tuning: OpenCLReduction) -> str | None:
         return "its count is not known from the input sizes, and a launch's size is fixed before it runs"
     if count.is_Integer and count < tuning.elements:
         return (f"{count} iterations, known when compiling, are fewer than one work-group's "
-                f"{tuning.elements} lanes: two launches would cost more than the fold")
+                f"{tuning.elements} lanes: a launch of work-groups would cost more than the fold")
     overflowing = [m for m in red.monoids if m.may_overflow]
     if overflowing:
         m = overflowing[0]
@@ -310,7 +310,8 @@ def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply, 
 
 
 def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
-    """``ifold step init n`` as two launches (module docstring); ``m``: its ``Monoid``."""
+    """``ifold step init n`` as two phases (module docstring; one launch: ``dpia.hoist_opencl``);
+    ``m``: its ``Monoid``."""
     E = tuning.elements
     width = tuning.width if m.ty in (Float, Double) else 1  # OpenCL vectors of floats only (dpia.vectorize)
     g, partials, total = Var(names.fresh("groups"), Card), names.fresh("partials"), names.fresh("total")
