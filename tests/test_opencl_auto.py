@@ -262,6 +262,20 @@ def test_a_two_phase_reduction_is_one_launch(kernel, intel_cpu_context):
         assert np.isclose(got, oracle(*args), rtol=1e-4, atol=1e-3)
 
 
+def test_a_failed_check_in_one_group_fails_the_call_and_leaves_the_counter_at_zero(intel_cpu_context):
+    """An index out of range in one group of a one-launch reduction: the last group combines
+    nothing (the status says a check failed), the call raises, and the counter is back at 0: the
+    next call is right."""
+    executable = auto.gathered_sum.opencl_executable(intel_cpu_context)
+    v, at = np.arange(10.0), np.random.default_rng(2).integers(0, 10, 100_000)
+    bad = at.copy()
+    bad[77_777] = 10
+    for _ in range(2):
+        with pytest.raises(IndexError, match="gathered_sum"):
+            executable(v, bad)
+        assert executable(v, at) == float(v[at].sum())
+
+
 def test_a_device_without_global_atomics_gets_two_launches(monkeypatch, intel_cpu_context):
     """Decided at build: 32-bit global atomics are core from OpenCL 1.1, an extension in 1.0;
     without them kernel.opencl compiles the reduction with launches=2, and the launcher refuses
@@ -338,6 +352,14 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
             check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
             check(auto.max_index, (x * 1000).astype(np.int64), local=8, width=width, items=2, groups=4)
         check(auto.sum_d, rng.standard_normal(37))
+        gathered = auto.gathered_sum.with_options(opencl_reduction=OpenCLReduction(local=8, width=2, items=2, groups=4))
+        try:  # a group fails its check: no partial from it, and the last group combines nothing
+            gathered.opencl(np.ones(4), np.array([0, 1, 2, 3] * 20 + [4]))
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("the index out of range went unnoticed")
+        assert gathered.opencl(np.ones(4), np.array([0, 1, 2, 3] * 20)) == 80.0
         m = rng.standard_normal((3, 37)).astype(np.float32)
         check(auto.row_logsumexp, m, local=8)
         check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
