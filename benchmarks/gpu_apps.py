@@ -302,6 +302,12 @@ def measure_fsmooth(case: Case, args: tuple, expected, context, settings: dict) 
         on_device = executable.to_device(*args)
         record["check"] = check(_as_numpy(executable.call(*on_device, device_result=False)), expected,
                                 RTOL[case.dtype])
+        # the launches that ran: of a launch and its fallback (its local arrays in global memory,
+        # where they exceed the device's local memory), one
+        ran = [p.kernel for p in executable.last_profile]
+        record["launches"] = len(ran)
+        fallbacks = {launch.kernel for launch in executable.artifact.launches if launch.fallback}
+        record["fallbacks"] = sum(kernel in fallbacks for kernel in ran)
         if not record["check"]["ok"]:
             return {**record, "status": "wrong result", "note": record["check"]["note"]}
         one = sum(p.seconds for p in executable.last_profile)

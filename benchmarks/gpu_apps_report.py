@@ -65,7 +65,8 @@ def _notes(record: dict) -> str:
     fsmooth = record["implementations"]["fsmooth"]
     notes = []
     if "launches" in fsmooth:
-        notes.append(f"{fsmooth['launches']} launch{'es' if fsmooth['launches'] != 1 else ''}")
+        notes.append(f"{fsmooth['launches']} launch{'es' if fsmooth['launches'] != 1 else ''}"
+                     + (" (a fallback: a row in global memory)" if fsmooth.get("fallbacks") else ""))
     if fsmooth.get("check", {}).get("ok"):
         notes.append(f"checked ({fsmooth['check']['max_error_over_scale']:.1e})")
     for impl, side in record["implementations"].items():

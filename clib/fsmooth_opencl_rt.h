@@ -13,7 +13,8 @@
  *   - device buffers (inputs, outputs, hoisted temporaries, the status buffer) are kept per kernel
  *     and reused while they are large enough, so a temporary is allocated once per shape;
  *   - inputs are copied in, the status buffer zeroed, the launches enqueued in order on one
- *     in-order queue (a launch with a zero global dimension is skipped), the outputs and the
+ *     in-order queue (a launch with a zero global dimension is skipped, and of a launch and its
+ *     fallback only the one chosen for the device's local memory runs), the outputs and the
  *     status buffer read back, and the first nonzero status of a launch is the call's status.
  *
  * Every function returns a status code (FS_STATUS_*, fsmooth_rt.h; FS_STATUS_OPENCL for a failed
@@ -37,7 +38,9 @@ enum fs_cl_arg_kind { FS_CL_ARG_BUFFER, FS_CL_ARG_SIZE, FS_CL_ARG_SCALAR };
 
 struct fs_cl_buffer { const char *name; int role; int64_t elem_bytes; };
 struct fs_cl_arg { int kind; int index; };  /* index: of a buffer, a size symbol or a scalar parameter */
-struct fs_cl_launch { const char *kernel; cl_uint dims; int nargs; const struct fs_cl_arg *args; };
+/* fallback: run instead of the launch before it where that one's local buffers exceed the device's
+ * local memory (fs_cl_chosen). */
+struct fs_cl_launch { const char *kernel; cl_uint dims; int nargs; const struct fs_cl_arg *args; int fallback; };
 /* One kernel of the module: its buffers and its launches, in order. */
 struct fs_cl_kernel {
     const char *name;
@@ -369,10 +372,41 @@ static int64_t fs_cl_bytes(const struct fs_cl_kernel *kernel, const struct fs_cl
     return buffer->role == FS_CL_LOCAL && bytes < buffer->elem_bytes ? buffer->elem_bytes : bytes;
 }
 
-/* Before anything is allocated or launched: every buffer within the device's limits, every local
- * size dividing its global size and within the device's work-group size. */
+/* Whether launch `l` runs in this call: of a launch and its fallback (the next launch), the launch
+ * where the local buffers it passes fit the device's local memory in all, else the fallback. */
+static int fs_cl_chosen(const struct fs_cl_context *ctx, const struct fs_cl_kernel *kernel,
+                        const struct fs_cl_call *call, int l) {
+    if (kernel->launches[l].fallback) return !fs_cl_chosen(ctx, kernel, call, l - 1);
+    if (l + 1 == kernel->nlaunches || !kernel->launches[l + 1].fallback) return 1;
+    cl_ulong local = 0;  /* each at most local_mem (else the fallback runs), so no sum overflows */
+    for (int a = 0; a < kernel->launches[l].nargs; a++) {
+        const struct fs_cl_arg *arg = &kernel->launches[l].args[a];
+        if (arg->kind != FS_CL_ARG_BUFFER || kernel->buffers[arg->index].role != FS_CL_LOCAL) continue;
+        cl_ulong bytes = (cl_ulong)fs_cl_bytes(kernel, call, arg->index);
+        if (bytes > ctx->local_mem - local) return 0;
+        local += bytes;
+    }
+    return 1;
+}
+
+/* Whether this call needs buffer `b`: a hoisted buffer only where a chosen launch passes it. */
+static int fs_cl_passed(const struct fs_cl_context *ctx, const struct fs_cl_kernel *kernel,
+                        const struct fs_cl_call *call, int b) {
+    if (kernel->buffers[b].role != FS_CL_TEMP && kernel->buffers[b].role != FS_CL_LOCAL) return 1;
+    for (int l = 0; l < kernel->nlaunches; l++) {
+        if (!fs_cl_chosen(ctx, kernel, call, l)) continue;
+        for (int a = 0; a < kernel->launches[l].nargs; a++)
+            if (kernel->launches[l].args[a].kind == FS_CL_ARG_BUFFER && kernel->launches[l].args[a].index == b)
+                return 1;
+    }
+    return 0;
+}
+
+/* Before anything is allocated or launched: every buffer the call needs within the device's
+ * limits, every local size dividing its global size and within the device's work-group size. */
 static int fs_cl_plan(struct fs_cl_context *ctx, const struct fs_cl_kernel *kernel, const struct fs_cl_call *call) {
     for (int b = 0; b < kernel->nbuffers; b++) {
+        if (!fs_cl_passed(ctx, kernel, call, b)) continue;
         int64_t bytes = fs_cl_bytes(kernel, call, b);
         cl_ulong limit = kernel->buffers[b].role == FS_CL_LOCAL ? ctx->local_mem : ctx->max_alloc;
         if (bytes < 0)
@@ -413,7 +447,7 @@ static int fs_cl_enqueue(struct fs_cl_context *ctx, int k, const struct fs_cl_ca
     for (int b = 0; b < kernel->nbuffers; b++) {
         const struct fs_cl_buffer *buffer = &kernel->buffers[b];
         int64_t bytes = fs_cl_bytes(kernel, call, b);
-        if (buffer->role == FS_CL_LOCAL) continue;
+        if (buffer->role == FS_CL_LOCAL || !fs_cl_passed(ctx, kernel, call, b)) continue;
         cl_mem before = state->buffers[b];
         if ((status = fs_cl_reuse(ctx, k, b, bytes)) != FS_STATUS_OK) return status;
         if ((buffer->role == FS_CL_COUNTER || buffer->role == FS_CL_HANDOVER) && state->buffers[b] != before) {
@@ -442,7 +476,7 @@ static int fs_cl_enqueue(struct fs_cl_context *ctx, int k, const struct fs_cl_ca
             local[d] = (size_t)call->local_sizes[3 * l + d];
             empty |= global[d] == 0;
         }
-        if (empty) continue;  /* no work-item would run */
+        if (empty || !fs_cl_chosen(ctx, kernel, call, l)) continue;  /* no work-item would run, or not chosen */
         for (int a = 0; a < launch->nargs && err == CL_SUCCESS; a++) {
             const struct fs_cl_arg *arg = &launch->args[a];
             switch (arg->kind) {

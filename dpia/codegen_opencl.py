@@ -641,15 +641,21 @@ def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True)
     return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken), one_launch), outputs, frozenset(taken))
 
 
+NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group: 32 along the inner loop
+
+
 def _work_groups(global_size: tuple) -> tuple[tuple, tuple]:
     """(global size, local size) of a launch of global loops.  Left to the implementation, the
     local size must divide the global size: for a prime count of work-items, groups of one
-    (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So dimension 0 is rounded up to
-    whole groups of ``MAX_LOCAL``, the largest group hoist_opencl plans; the loops are strided,
-    and a work-item past the end does no iteration."""
-    first, *rest = global_size
-    return ((MAX_LOCAL * sympy.ceiling(first / MAX_LOCAL), *rest),
-            (sympy.Integer(MAX_LOCAL), *(sympy.Integer(1) for _ in rest)))
+    (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So each dimension is rounded up
+    to whole groups of ``MAX_LOCAL`` work-items, the largest group hoist_opencl plans; the loops
+    are strided, and a work-item past the end does no iteration.  A 2-D or 3-D launch takes
+    ``NESTED_LOCAL`` tiles: a row of 256 would leave most lanes idle where the inner size is
+    short (GMM's 25 components per point), and 32 consecutive elements still make whole
+    128-byte reads."""
+    local = (MAX_LOCAL,) if len(global_size) == 1 else NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL))
+    return (tuple(sympy.Integer(l) * sympy.ceiling(g / l) if l > 1 else g for g, l in zip(global_size, local)),
+            tuple(sympy.Integer(l) for l in local))
 
 
 def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
@@ -660,7 +666,9 @@ def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
     lines = ["Strategy:", *(f"- {note}" for note in notes), "Launches (global size, work-group size):",
              *(f"- {launch.kernel}: {sizes(launch.global_size)}, "
                f"{sizes(launch.local_size) if launch.local_size is not None else 'chosen by the runtime'}"
-               for launch in launches)]
+               + (f"; instead of {before.kernel} where its local arrays exceed the device's local memory"
+                  if launch.fallback else "")
+               for before, launch in zip([None, *launches], launches))]
     return "/* " + "\n * ".join(line.replace("*/", "* /") for line in lines) + " */\n"
 
 
@@ -700,7 +708,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
             global_size, local = _work_groups(global_size)
         else:
             local = tuple(sympy.sympify(n) for n in phase.local_size)
-        launches.append(Launch(phase.name, args, global_size, local))
+        launches.append(Launch(phase.name, args, global_size, local, phase.fallback))
         interface = emitter.interface()
         range_checks += interface.range_checks
     interface = dataclasses.replace(interface, range_checks=tuple(range_checks))

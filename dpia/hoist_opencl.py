@@ -30,10 +30,14 @@ first has no iteration (a sum of nothing is its init).
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
 their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
-iteration of the enclosing local loops (one work-group holds one).  Private arrays (``to_private``,
-and the small ones a work-item computes for itself where the program says nothing:
-``strategy_check.private_by_default``) stay in the kernel (``T x[n]``); scalars are private
-variables.
+iteration of the enclosing local loops (one work-group holds one).  A local array whose size is
+known only at the call (a row of softmax's exponentials, ``fsmooth.auto_reductions``) may not fit
+the device's local memory, so its kernel has a fallback planned with it in global memory: a second
+``Phase`` (``fallback``, named ``<kernel>_fallback_k``), which the launcher runs instead of the first
+where that one's local buffers exceed the device's local memory (``fsmooth.opencl_artifact``).
+Private arrays (``to_private``, and the small ones a work-item computes for itself where the
+program says nothing: ``strategy_check.private_by_default``) stay in the kernel (``T x[n]``);
+scalars are private variables.
 
 Launch sizes (sympy over the size symbols).  Global loops are strided (``for (i = gid; i < n;
 i += gsize)``), so any NDRange is correct; the kernel runs one work-item per iteration of the
@@ -54,7 +58,7 @@ from fsmooth.opencl_artifact import STATUS_ELEM
 from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
-from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels
+from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
 
 MAX_LOCAL = 256
 DEFAULT_LOCAL = 64
@@ -85,6 +89,9 @@ class Phase:
     global_size: tuple  # sympy
     local_size: tuple | None
     tail: p.Phrase | None = None
+    # the phase before this one with its local arrays of a size known only at the call in global
+    # memory, run instead of it where those do not fit the device's local memory (``_fallback``)
+    fallback: bool = False
     last: p.Phrase | None = None
     handover: frozenset = frozenset()
     counter: str | None = None
@@ -148,17 +155,40 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
-        body = _hoist(body, (), spaces, names, buffers, sizes)
-        global_size, local_size = _ndrange(body, sequential, sizes)
-        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None:
-            phases[-1] = replace(phases[-1], tail=body)
-        else:
-            phases.append(Phase("", body, sequential, global_size, local_size))
+        hoisted = _hoist(body, (), spaces, names, buffers, sizes, _contiguous_regions(body))
+        global_size, local_size = _ndrange(hoisted, sequential, sizes)
+        if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
+            phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
+            continue
+        phases.append(Phase("", hoisted, sequential, global_size, local_size))
+        fallback = _fallback(body, spaces)
+        if fallback is not None:
+            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, _contiguous_regions(body)),
+                                sequential, global_size, local_size, fallback=True))
     if one_launch:
         phases = _one_launch(phases, buffers, names)
-    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name)
-    named = [replace(ph, name=f"{symbol if len(phases) == 1 else f'{symbol}_{j}'}_k") for j, ph in enumerate(phases)]
+    # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name), a
+    # fallback after the phase it replaces
+    alone = sum(not ph.fallback for ph in phases) == 1
+    named, j = [], -1
+    for ph in phases:
+        j += not ph.fallback
+        stem = symbol if alone else f"{symbol}_{j}"
+        named.append(replace(ph, name=f"{stem}_fallback_k" if ph.fallback else f"{stem}_k"))
     return KernelPlan(tuple(named), buffers)
+
+
+def _fallback(body: p.Phrase, spaces: dict) -> dict | None:
+    """The address spaces of ``body``'s fallback phase, or None where it needs none: its local
+    arrays whose size is known only at the call (a row of softmax's exponentials, one per
+    work-group) may not fit the device's local memory, so the launcher runs, in their place, the
+    phase with those arrays in global memory (a copy per iteration of the enclosing parallel
+    loops, as ``to_global`` would place them)."""
+    sized_at_call = {n.name for n in _news(body) if spaces.get(n.name) == "local"
+                     and not sympy.sympify(p.elements(n.data)).is_Integer}
+    if not sized_at_call:
+        return None
+    return {**spaces, **dict.fromkeys(sized_at_call, "global")}
 
 
 def _single_group(phase: Phase) -> bool:
@@ -172,8 +202,10 @@ def _one_launch(phases: list, buffers: dict, names: NameSupply) -> list:
     """``phases`` with each launch of work-groups that a launch of one work-group reading what
     they wrote follows joined with it: the last group to finish runs the second (module docstring)."""
     joined: list = []
-    for phase in phases:
-        handover = _handover(joined[-1], phase, buffers) if joined else None
+    for j, phase in enumerate(phases):
+        # a phase with a fallback (the launcher runs one of the two) or a fallback is no half
+        replaced = j + 1 < len(phases) and phases[j + 1].fallback
+        handover = _handover(joined[-1], phase, buffers) if joined and not replaced else None
         if handover is None:
             joined.append(phase)
             continue
@@ -197,8 +229,8 @@ def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
     launch of one work-group after it) reads, where that is all that passes between them, so that
     the two can be one launch; else None."""
     if not (_workgroup_launch(groups) and not _single_group(groups) and groups.last is None
-            and groups.tail is None and len(groups.global_size) == 1
-            and _workgroup_launch(single) and _single_group(single)):
+            and groups.tail is None and len(groups.global_size) == 1 and not groups.fallback
+            and _workgroup_launch(single) and _single_group(single) and not single.fallback):
         return None
     second = p.seq(single.body, single.tail if single.tail is not None else p.Skip())
     handed = {name for name in free_identifiers(second) if _writes_to(groups.body, name)}
@@ -355,7 +387,9 @@ def free_identifiers(c: p.Phrase) -> set:
         return {c.name}
     names = set()
     match c:  # sizes mention scalars (an integer let used as a size)
-        case p.Shift(offset=e) | p.NatExp(value=e):
+        case p.Shift(offset=e, stride=stride):
+            names |= {s.name for s in (sympy.sympify(e).free_symbols | sympy.sympify(stride).free_symbols)}
+        case p.NatExp(value=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
         case p.ParFor(size=e):
             names |= {s.name for s in sympy.sympify(e).free_symbols}
@@ -378,11 +412,25 @@ def _buffer(names: NameSupply, region: str, role: str, data: p.Data, copies: sym
     return HoistedBuffer(names.fresh(base), role, p.scalar_of(data), count)
 
 
-def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr):
-    """The acceptor and expression of one copy of ``data`` at ``offset`` in ``buf``."""
+def _views(buf: HoistedBuffer, data: p.Data, offset: sympy.Expr, stride: sympy.Expr = sympy.Integer(1)):
+    """The acceptor and expression of one copy of ``data`` at ``offset`` in ``buf``, its scalars
+    ``stride`` apart."""
     flat = p.Arr(buf.count, p.Num(buf.elem))
-    return (p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, data),
-            p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, data))
+    return (p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, data, stride),
+            p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, data, stride))
+
+
+def _contiguous_regions(c: p.Phrase) -> set:
+    """The regions whose copies must be contiguous: what a pointer walks (a double buffer's
+    two, a foreign function's arrays), not the index paths."""
+    found = set()
+    for node in p.walk(c):
+        match node:
+            case p.DoubleBuffer(first=first, second=second):
+                found |= {root(first), root(second)}
+            case p.CallCmd(out=out, args=args):
+                found |= {root(ph) for ph in (out, *args)}
+    return found
 
 
 def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phrase:
@@ -394,10 +442,11 @@ def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phras
     return p.map_children(lambda ph: _substitute(ph, name, acc, exp), c)
 
 
-def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes) -> p.Phrase:
+def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes,
+           contiguous: set) -> p.Phrase:
     match c:
         case p.New(name, data, body, offset) if offset is not None:
-            inner = _hoist(body, loops, spaces, names, buffers, sizes)
+            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous)
             space = spaces.get(name, "global")
             if space == "private":
                 private_count(data)
@@ -413,17 +462,23 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
             buf = _buffer(names, name, "local" if space == "local" else "temp", data, copies, sizes)
             buffers[buf.name] = buf
+            if space == "global" and copies_of and all(lp.level == "global" for lp in copies_of) \
+                    and name not in contiguous:
+                # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
+                # innermost global index runs over neighbours, then read neighbouring scalars in
+                # one access, where copies side by side cost a memory transaction per work-item
+                return _substitute(inner, name, *_views(buf, data, linear, copies))
             return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
-            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes))
+            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous))
         case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
             for local in (*tiles, *sums):
                 data = local.type.data
                 buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
                 c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
-    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes), c)
+    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous), c)
 
 
 # ----------------------------------------------------------------------------- NDRange

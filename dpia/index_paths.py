@@ -239,8 +239,9 @@ def _resolve(ph: p.Phrase, offset, env: dict, ranges: Ranges, sizes: dict, needs
                 at = at if tested is None else tested
             return _resolve(arr, element_offset(at, rename(p.elements(elem), env, sizes), offset), env, ranges,
                             sizes, needs)
-        case p.Shift(base, shift):
-            return _resolve(base, rename(shift, env, sizes) + offset, env, ranges, sizes, needs)
+        case p.Shift(base, shift, _, stride):
+            return _resolve(base, rename(shift, env, sizes) + offset * rename(stride, env, sizes), env, ranges,
+                            sizes, needs)
         case p.Proj(tup, component_index):
             record = _resolve(tup, sympy.Integer(0), env, ranges, sizes, needs)
             assert isinstance(record.binding, RecordVariable) and record.offset == 0, (ph, record.binding)

@@ -14,7 +14,8 @@ the path [i, j] under n.m.num is the element offset i·m + j (``elements``).
 Functional phrases (exp[δ]):
   Ident x | Literal | NatExp n (a size used as a value) | ScalarOp(op, args)
   | Idx(E, i) (E[i]; ``checked``: i is tested against the length at run time)
-  | Shift(V, k) (the data starting k scalars into V: DPS ``Offset``; an exp or an acc)
+  | Shift(V, k, s) (the data starting k scalars into V: DPS ``Offset``; an exp or an acc; its
+        scalars s apart, 1 unless said)
   | Build(n, λ i. E) (mapI: element i is E) | Ifold(n, λ s i. E, init) | Cond(c, E1, E2)
   | Scan(Ifold(...)) (scanSeq: the array of the fold's successive states, an ``iscan``)
   | Filter(E, λ i. P, ℓ) (filterSeq: the elements E[i], in order, for which P holds; ℓ, a
@@ -229,6 +230,9 @@ class Shift(Phrase):
     base: Phrase  # an exp or acc over a flat buffer
     offset: sympy.Expr  # in scalars
     data: Data
+    # scalar k of the data is scalar offset + k·stride of the base: 1, contiguous; an OpenCL
+    # work-item's copy of an intermediate is interleaved with the others' (dpia.hoist_opencl)
+    stride: sympy.Expr = sympy.Integer(1)
 
 
 @dataclass(frozen=True)
@@ -584,6 +588,8 @@ def show(p: Phrase, indent: int = 0) -> str:
             return f"{prim.symbol}({', '.join(show(a, indent) for a in args)})"
         case Idx(arr, index, _, _, checked):
             return f"{_atomic(arr, indent)}[{show(index, indent)}]{'!' if checked else ''}"
+        case Shift(base, offset, _, stride) if stride != 1:
+            return f"{_atomic(base, indent)}+{_show_size(offset)}:{_show_size(stride)}"
         case Shift(base, offset):
             return f"{_atomic(base, indent)}+{_show_size(offset)}"
         case Build(size, index, body):

@@ -50,8 +50,9 @@ The element may be a row whose lets are such reductions (or scalars computed fro
 build(k, λ j. e[j] / s))``: one work-group per row as well, each reduction the group's local
 reduction (every lane then knows its result), and each build of scalars of the row's body (the
 row itself, and an intermediate such as ``e``) a ``build_local``, its elements strided over the
-group's lanes, an intermediate in global memory (a row may exceed local memory; one copy per group, as the
-default kept one per work-item), the barrier after its loop ordering its writes before the reads.
+group's lanes, an intermediate in local memory (one copy per group; where a row is longer than the
+device's local memory holds, the launcher runs the fallback kernel that ``dpia.hoist_opencl`` plans
+with it in global memory), the barrier after its loop ordering its writes before the reads.
 A row whose length is known when compiling and below ``local`` keeps a work-item per row.
 
 The pass returns the rewritten program and one line per top-level ifold saying what was chosen
@@ -193,19 +194,25 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, names: NameSupply)
         return None, (f"the top-level build of {build.fn.params[0][0]} is a map of reductions of {', '.join(short)} "
                       f"elements each, known when compiling: a work-item per element (rows shorter than a "
                       f"group's {E} lanes)" if short else None)
+    builds = []
     if row:
         # the row's builds (its result, and intermediates such as softmax's exponentials) spread
-        # over the group's lanes, strided by the group's size; an intermediate stays in global
-        # memory (a row may be longer than local memory holds), one per group, and the barrier
+        # over the group's lanes, strided by the group's size; an intermediate, which only its
+        # group reads, is in local memory, one per group (dpia.hoist_opencl plans the fallback
+        # with it in global memory, for rows longer than local memory holds), and the barrier
         # after its loop orders its writes before the lanes' reads of it
-        for node in _top_level(build.fn.body):
-            if isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar):
-                rewritten[id(node)] = replace(node, strategy=Strategy("local", "global"))
+        builds = [node for node in _top_level(build.fn.body)
+                  if isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
+        for node in builds:
+            rewritten[id(node)] = replace(node, strategy=Strategy("local", "local"))
+    intermediates = len(builds) > 1  # the row itself is the last
     fn = replace(build.fn, body=_replace_top_level(build.fn.body, rewritten))
     note = (f"the top-level build of {build.fn.params[0][0]} is a map of reductions ({'; '.join(described)}): one work-group per "
             f"element, each of its {E} lanes folding a strided share, then a tree in local memory "
             + ("(every lane then knows the results); the row's builds spread over the lanes, strided "
                "by the group's size " if row else "")
+            + ("with an intermediate row in local memory (in global memory in the fallback kernel, for "
+               "rows that exceed the device's local memory) " if intermediates else "")
             + f"(tuning local={E}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION)")
     return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
 

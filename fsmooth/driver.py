@@ -3,7 +3,8 @@
     C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce, licm,
             guards_to_bounds, to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
             ─▶ dpia ─▶ interchange ─▶ c
-    OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
+    OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
+            ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
             ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
@@ -117,8 +118,14 @@ def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pa
     constrained = lambda forms, dps: dps  # noqa: E731
     if target == "opencl":
         from . import auto_reductions
+        from .map_fission import map_fission
+        from .reassociate_folds import reassociate_folds
 
-        passes.append(Pass("auto_reductions", lambda forms, report: auto_reductions.auto_reductions(forms["optimise"], options),
+        passes.append(Pass("map_fission", lambda forms, report: map_fission(forms["optimise"]) if options.map_fission else forms["optimise"],
+                           verify=core.verify_anf))
+        passes.append(Pass("reassociate_folds", lambda forms, report: reassociate_folds(forms["map_fission"]) if options.auto_reductions else forms["map_fission"],
+                           verify=core.verify_anf))
+        passes.append(Pass("auto_reductions", lambda forms, report: auto_reductions.auto_reductions(forms["reassociate_folds"], options),
                            verify=auto_reductions.verify))
         optimised = lambda forms: forms["auto_reductions"].program  # noqa: E731
         constrained = lambda forms, dps: auto_reductions.keep_constraints(dps, forms["auto_reductions"])  # noqa: E731

@@ -20,6 +20,11 @@ The launcher (``fsmooth.opencl_executable``) relies on these conventions:
     the host before any launch.
   - A launch whose global size has a zero dimension is skipped (no work-item would run);
     ``local_size``, when given, must divide ``global_size`` in every dimension.
+  - A launch marked ``fallback`` follows the launch it can replace: of the two, the first runs
+    where the 'local' buffers it passes hold at most the device's local memory
+    (``CL_DEVICE_LOCAL_MEM_SIZE``) in all, for this call's sizes, and the fallback (the same
+    work, those arrays in 'temp' buffers) runs otherwise.  A buffer only launches that do not
+    run pass is neither allocated nor checked against the device's limits.
   - Failed run-time checks (generated kernels; optional in hand-written artifacts): at most one
     Buffer has role 'status', of ``STATUS_ELEM`` (OpenCL ``int``), one element per launch, and
     every launch passes it.  The launcher zeroes it before the launches and reads it after
@@ -74,6 +79,9 @@ class Launch:
     args: tuple  # str
     global_size: tuple  # sympy.Expr per dimension
     local_size: tuple | None
+    # run instead of the launch before it where that one's 'local' buffers need more bytes in all
+    # than the device's local memory (see above)
+    fallback: bool = False
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ class Timing:
 class _Plan:
     result_dims: tuple  # per output (one, or one per component of a tuple result)
     nbytes: dict  # buffer name -> bytes, for the non-input buffers
-    launches: tuple  # (global size, local size or None) per launch; None: skipped (no work-item)
+    launches: tuple  # (global size, local size or None) per launch; None: skipped (no work-item, or not chosen)
+    passed: frozenset  # the buffers the launches that run pass
 
 
 class OpenCLExecutable:
@@ -175,7 +176,9 @@ class OpenCLExecutable:
             if buffer.elem != element_scalar(ty):
                 raise ValueError(f"{where}: the output buffer {buffer.name} holds {buffer.elem}, but its "
                                  f"component of the result is {type_str(ty)}")
-        for launch in a.launches:
+        for j, launch in enumerate(a.launches):
+            if launch.fallback and (j == 0 or a.launches[j - 1].fallback):
+                raise ValueError(f"{where}: the fallback launch of {launch.kernel} follows no launch it can replace")
             if not 1 <= len(launch.global_size) <= 3 or (
                     launch.local_size is not None and len(launch.local_size) != len(launch.global_size)):
                 raise ValueError(f"{where}: launch of {launch.kernel} needs 1 to 3 global dims and "
@@ -247,8 +250,10 @@ class OpenCLExecutable:
         values = iter(computed)
         dims = tuple(tuple(next(values) for _ in component_dims) for _, _, component_dims in self.interface.outputs)
         nbytes = {b.name: next(values) * NUMPY_DTYPE[b.elem].itemsize for b in self._sized}
-        self._refuse_buffers(nbytes, shown)
         launches = self.artifact.launches
+        chosen = self._chosen(nbytes)
+        passed = frozenset(arg for launch, runs in zip(launches, chosen) if runs for arg in launch.args)
+        self._refuse_buffers(nbytes, shown, passed)
         global_sizes = [tuple(next(values) for _ in launch.global_size) for launch in launches]
         local_sizes = [tuple(next(values) for _ in launch.local_size) if launch.local_size else None
                        for launch in launches]
@@ -260,11 +265,11 @@ class OpenCLExecutable:
                 raise RuntimeError(f"{self.name}: the output buffer {buffer.name} has {nbytes[buffer.name]} "
                                    f"bytes, but its result needs {want}")
         planned = []
-        for launch, gsize, lsize in zip(launches, global_sizes, local_sizes):
+        for launch, gsize, lsize, runs in zip(launches, global_sizes, local_sizes, chosen):
             if any(g < 0 for g in gsize) or (lsize and any(l <= 0 for l in lsize)):
                 raise RuntimeError(f"{self.name}: launch of {launch.kernel} has global size {gsize} "
                                    f"and local size {lsize}")
-            if 0 in gsize:
+            if 0 in gsize or not runs:
                 planned.append(None)
                 continue
             if lsize and (any(g % l for g, l in zip(gsize, lsize)) or math.prod(lsize) > self._max_group):
@@ -274,8 +279,25 @@ class OpenCLExecutable:
             planned.append((gsize, lsize))
         if len(self._plans) >= MEMO_LIMIT:
             self._plans.clear()
-        plan = self._plans[sizes] = _Plan(dims, nbytes, tuple(planned))
+        plan = self._plans[sizes] = _Plan(dims, nbytes, tuple(planned), passed)
         return plan
+
+    def _local_bytes(self, buffer, nbytes: dict) -> int:
+        """The bytes of __local memory a 'local' buffer is passed as (at least one element)."""
+        return max(nbytes[buffer.name], NUMPY_DTYPE[buffer.elem].itemsize)
+
+    def _chosen(self, nbytes: dict) -> list:
+        """Whether each launch runs: of a launch and its fallback, the launch where the 'local'
+        buffers it passes fit the device's local memory, else the fallback (opencl_artifact)."""
+        launches, buffers = self.artifact.launches, self.artifact.buffers
+        chosen = [True] * len(launches)
+        for j, launch in enumerate(launches):
+            if launch.fallback:
+                local = sum(self._local_bytes(buffers[arg], nbytes) for arg in launches[j - 1].args
+                            if arg in buffers and buffers[arg].role == "local")
+                chosen[j - 1] = local <= self.device.local_mem_size
+                chosen[j] = not chosen[j - 1]
+        return chosen
 
     def _arguments_of(self, formula) -> str:
         """The parameters a size formula's symbols come from, for an error message."""
@@ -292,11 +314,13 @@ class OpenCLExecutable:
         raise OverflowError(f"{self.name}: the {self._formula_names[j]} of this call overflows int64 (from the "
                             f"arguments {self._arguments_of(self._formulas[j])}; sizes: {shown})")
 
-    def _refuse_buffers(self, nbytes: dict, shown: str) -> None:
+    def _refuse_buffers(self, nbytes: dict, shown: str, passed: frozenset) -> None:
         """OverflowError where a buffer's bytes overflow int64, MemoryError where they are more than
         the device can allocate (its largest buffer, or its local memory for a 'local' one), before
-        anything is allocated or launched."""
+        anything is allocated or launched; of the hoisted buffers, those the chosen launches pass."""
         for buffer in self._sized:
+            if buffer.role in ("temp", "local") and buffer.name not in passed:
+                continue
             n = nbytes[buffer.name]
             where = f"{self.name}: buffer '{buffer.name}' (from the arguments {self._arguments_of(buffer.count)})"
             if n >= 2**63:
@@ -327,10 +351,12 @@ class OpenCLExecutable:
         for bname, buf in self.artifact.buffers.items():
             if buf.role == "input":
                 bound[bname] = self._input_buffer(bname, values[bname])
+            elif bname not in plan.passed:
+                continue  # a hoisted buffer of a launch not chosen (a fallback's, say)
             elif buf.role in ("temp", "handover"):
                 bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname], zeroed=buf.role == "handover")
             elif buf.role == "local":
-                bound[bname] = cl.LocalMemory(max(plan.nbytes[bname], NUMPY_DTYPE[buf.elem].itemsize))
+                bound[bname] = cl.LocalMemory(self._local_bytes(buf, plan.nbytes))
             elif buf.role == "counter":
                 # made once, zeroed; the launches leave it at zero
                 bound[bname] = self._reused_buffer(f"temp {bname}", _STATUS_DTYPE.itemsize, zeroed=True)

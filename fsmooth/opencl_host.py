@@ -110,7 +110,8 @@ def _launch_description(artifacts: dict, skipped: dict, name: str, fp64: bool) -
                 "buffers": [{"name": b.name, "role": b.role, "elem": b.elem.name, "count": str(b.count)}
                             for b in a.buffers.values()],
                 "launches": [{"kernel": l.kernel, "args": list(l.args), "global_size": _texts(l.global_size),
-                              "local_size": None if l.local_size is None else _texts(l.local_size)}
+                              "local_size": None if l.local_size is None else _texts(l.local_size),
+                              "fallback": l.fallback}
                              for l in a.launches]}
         for kname, a in artifacts.items()}, "skipped": skipped}
 
@@ -197,7 +198,8 @@ class _HostKernel:
         if a.launches:
             out.append(f"static const struct fs_cl_launch fs_launches_{k}[] = {{")
             out += [f'    {{"{launch.kernel}", {len(launch.global_size)}, {len(launch.args)}, '
-                    f'{f"fs_args_{k}_{l}" if launch.args else "NULL"}}},' for l, launch in enumerate(a.launches)]
+                    f'{f"fs_args_{k}_{l}" if launch.args else "NULL"}, {int(launch.fallback)}}},'
+                    for l, launch in enumerate(a.launches)]
             out.append("};")
         return out
 
@@ -458,7 +460,8 @@ def _manifest(name: str, source_file: str, hosts: list, fp64: bool, skipped: dic
                          "count_expr": size_json(b.count)} for b in a.buffers.values()],
             "launches": [{"kernel": l.kernel, "args": list(l.args),
                           "global_size": [size_json(g) for g in l.global_size],
-                          "local_size": None if l.local_size is None else [size_json(s) for s in l.local_size]}
+                          "local_size": None if l.local_size is None else [size_json(s) for s in l.local_size],
+                          "fallback": l.fallback}
                          for l in a.launches],
         }
     return {

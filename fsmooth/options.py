@@ -89,7 +89,8 @@ class Options:
     # DPS-F̃ simplification (Fig. 9)
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
-    # OpenCL (fsmooth.auto_reductions)
+    # OpenCL (fsmooth.map_fission, fsmooth.auto_reductions)
+    map_fission: bool = _optimisation("OpenCL", "a program without strategy annotations builds a top-level fold's heavy map (its elements have loops, its size is not the iteration's) for every iteration at once, in parallel, before the fold")
     auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")

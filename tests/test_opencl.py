@@ -257,10 +257,11 @@ def normalised_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
 
 def test_default_strategy_maps_a_loop_nest_onto_two_dimensions(context, rng):
     """A build whose element is a build of a size the launch knows runs one work-item per
-    element, the inner loop on dimension 0 (neighbouring work-items read neighbouring elements)."""
+    element, the inner loop on dimension 0 (neighbouring work-items read neighbouring elements),
+    in work-groups of 32 × 8, each dimension rounded up to whole groups."""
     a = scaled_matrix.opencl_artifact()
     assert [(tuple(map(str, l.global_size)), l.local_size) for l in a.launches] == [
-        (("256*ceiling(m_d1/256)", "m_d0"), (256, 1))]
+        (("32*ceiling(m_d1/32)", "8*ceiling(m_d0/8)"), (32, 8))]
     body = a.source.split("__kernel", 1)[1]
     assert body.index("get_global_id(1)") < body.index("get_global_id(0)")
     for shape in ((0, 0), (0, 4), (4, 0), (1, 1), (3, 130), (65, 9)):

@@ -140,22 +140,28 @@ ROW_MAPS = {  # a map whose element is a row, after reductions over it: kernel, 
                            lambda m: m / (np.sqrt((m * m).sum(axis=1, keepdims=True)) + 1.0)),
     "short_normalised_rows": (auto.short_normalised_rows, lambda m: m / (1.0 + m.sum(axis=1, keepdims=True))),
 }
-ROW_SHAPES = ((0, 5), (1, 1), (3, 1000), (40, 300))
+# around a group's 256 lanes; for softmax also a row of 70,000, more than the local memory of
+# Intel's CPU runtime (256 KiB) holds, so its exponentials take the fallback's global memory there
+ROW_SHAPES = ((0, 5), (1, 1), (2, 255), (2, 256), (2, 257), (3, 1000), (40, 300))
 
 
 @pytest.mark.parametrize("name", ROW_MAPS)
 def test_maps_of_rows_equal_reference_and_numpy(intel_cpu_context, name):
     kernel, oracle = ROW_MAPS[name]
+    executable = kernel.opencl_executable(intel_cpu_context)
     rng = np.random.default_rng(9)
-    for rows, cols in ROW_SHAPES:
+    for rows, cols in ROW_SHAPES + (((1, 70_000),) if name.startswith("softmax") else ()):
         cols = 3 if name.startswith("short") else cols
         m = rng.standard_normal((rows, cols))
         m = m.astype(np.float32) if name.endswith("f32") else m
-        got = kernel.opencl(m, context=intel_cpu_context)
+        got = executable(m)
         assert got.shape == (rows, cols)
         tol = dict(rtol=1e-5, atol=1e-6) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
         assert_close(got, np.asarray(kernel.reference(m)).reshape(rows, cols), **tol)
         assert_close(got, oracle(m), **tol)
+        if name.startswith("softmax") and rows:  # the row's local copy where it fits, else the fallback
+            ran = [launch.kernel for launch in executable.last_profile]
+            assert len(ran) == 1 and ran[0].endswith("_fallback_k") == (cols == 70_000), (cols, ran)
 
 
 def test_a_map_of_rows_gets_a_group_per_row_unless_rows_are_short():
@@ -164,11 +170,13 @@ def test_a_map_of_rows_gets_a_group_per_row_unless_rows_are_short():
     for name in ("softmax_rows", "softmax_rows_f32", "l2_normalised_rows"):
         kernel = ROW_MAPS[name][0]
         artifact = kernel.opencl_artifact()
-        assert _work(artifact, 500) == [(500 * 256, 256)], name
+        # softmax's exponentials: one launch, or its fallback (test_a_row_intermediate_...)
+        assert set(_work(artifact, 500)) == {(500 * 256, 256)}, name
+        assert sum(not launch.fallback for launch in artifact.launches) == 1, name
         head = artifact.source[:artifact.source.index("typedef")]
         assert "map of reductions" in head and "the row's builds spread over the lanes" in head, name
         assert _work(kernel.with_options(auto_reductions=False).opencl_artifact(), 500) == [(512, 256)], name
-    body = ml.softmax_rows.opencl_artifact().source
+    body = _kernel_text(ml.softmax_rows.opencl_artifact(), "ml_softmax_rows_k")
     # the exponentials and the row itself: local loops over the row, strided by the group's lanes
     assert len(re.findall(r"(\w+) = get_local_id\(0\); \1 < m_d1;", body)) == 2
     assert not re.search(r"(\w+) = 0; \1 < m_d1;", body)  # no loop over a whole row on one work-item
@@ -177,6 +185,45 @@ def test_a_map_of_rows_gets_a_group_per_row_unless_rows_are_short():
     short = auto.short_normalised_rows.opencl_artifact()
     assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
     assert "rows of 3 elements, known when compiling: a work-item per row" in short.source
+
+
+def _kernel_text(artifact, name: str) -> str:
+    """The OpenCL C of the kernel ``name`` in ``artifact``'s source, up to the next kernel."""
+    start = artifact.source.index(f"__kernel void {name}(")
+    end = artifact.source.find("__kernel void", start + 1)
+    return artifact.source[start:end if end >= 0 else None]
+
+
+@pytest.mark.parametrize("name", ["softmax_rows", "softmax_rows_f32"])
+def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
+    """Softmax's exponentials, which only their row's group reads: a __local array of a row, so the
+    kernel's global memory traffic is the minimum, the input row read (twice: the max, then the
+    exponentials; the second from cache) and the result written, where the exponentials in global
+    memory were written once and read twice more.  Its fallback, run where a row does not fit the
+    device's local memory, is the same work with them in a 'temp' buffer of a row per row."""
+    artifact = ROW_MAPS[name][0].opencl_artifact()
+    preferred, fallback = artifact.launches
+    assert not preferred.fallback and fallback.fallback and fallback.kernel == f"{preferred.kernel[:-2]}_fallback_k"
+    local_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
+                               if a in artifact.buffers and artifact.buffers[a].role == "local"]
+    temp_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
+                              if a in artifact.buffers and artifact.buffers[a].role == "temp"]
+    assert temp_of(preferred) == []  # no global intermediate at all
+    assert [str(b.count) for b in local_of(preferred) if not b.count.is_Integer] == ["m_d1"]  # one row
+    assert [str(b.count) for b in temp_of(fallback)] == ["m_d0*m_d1"]
+    assert all(b.count.is_Integer for b in local_of(fallback))  # the trees' arrays only
+    text = _kernel_text(artifact, preferred.kernel)
+    params = text[:text.index(")")]
+    assert re.findall(r"__global (?:const )?\w+ \*restrict (\w+)", params) == ["m", "out", "fs_status"]
+    # global memory: the input row read twice (max, exponentials), the result row written once
+    assert len(re.findall(r"\bm\[", text)) == 3 and len(re.findall(r"\bout\[", text)) == 1  # + m[row][0]
+    assert "barrier(CLK_GLOBAL_MEM_FENCE)" not in text
+    assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(artifact, fallback.kernel)
+    head = artifact.source[:artifact.source.index("typedef")]
+    assert "instead of " + preferred.kernel in head and "with an intermediate row in local memory" in head
+    l2_rows = auto.l2_normalised_rows.opencl_artifact()  # no intermediate: no fallback
+    assert [launch.fallback for launch in l2_rows.launches] == [False]
+    assert "intermediate row" not in l2_rows.source
 
 
 def test_a_short_fold_known_when_compiling_stays_sequential():
@@ -336,7 +383,7 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
     ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
-        from corpus import vision
+        from corpus import ml, vision
         from fsmooth.options import OpenCLReduction
         from test_corpus import assert_close
         rng = np.random.default_rng(3)
@@ -364,6 +411,11 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         check(auto.row_logsumexp, m, local=8)
         check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)
         check(vision.softmax_rows_f32, m, local=8)  # rows: 3 groups of 8 lanes, rows of 37
+        # a row of 4,200 doubles is more than Oclgrind's 32 KiB of local memory: the fallback
+        wide = ml.softmax_rows.with_options(opencl_reduction=OpenCLReduction(local=8))
+        x = rng.standard_normal((1, 4200))
+        assert_close(wide.opencl(x), wide.reference(x), rtol=1e-12, atol=1e-14)
+        assert [launch.kernel for launch in wide.opencl_executable().last_profile] == ["ml_softmax_rows_fallback_k"]
         check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
     """, timeout=900)
     assert ok, report

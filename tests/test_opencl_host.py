@@ -402,6 +402,52 @@ def test_bool_parameters_and_results(tmp_path):
     assert list(answers[1][1]) == [0.0, 0.5, 1.0]
 
 
+_SOFTMAX_ROWS = """
+import fsmooth as fs
+from fsmooth import Array, Double, build, ifold, length
+
+
+@fs.kernel
+def softmax_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    return build(length(m), lambda i: softmax(m[i]))
+
+
+@fs.kernel
+def softmax(v: Array[Double]) -> Array[Double]:
+    mx = ifold(lambda acc, j: fs.max(acc, v[j]), v[0], length(v))
+    e = build(length(v), lambda j: fs.exp(v[j] - mx))
+    total = ifold(lambda acc, j: acc + e[j], 0.0, length(v))
+    return build(length(v), lambda j: e[j] / total)
+"""
+
+
+@needs_pip_opencl
+def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
+    """Softmax's exponentials are a row of local memory, or of a 'temp' buffer in the fallback
+    launch where the row (and the reductions' trees) exceed Oclgrind's 32 KiB of local memory:
+    the host code runs one of the two and creates the temporary only for the fallback."""
+    from corpus import ml
+
+    (tmp_path / "rows.py").write_text(_SOFTMAX_ROWS)
+    build = compile_opencl(tmp_path / "rows.py", tmp_path / "build")
+    manifest = json.loads((build / "rows.json").read_text())
+    launches = manifest["kernels"]["softmax_rows"]["launches"]
+    assert [launch["fallback"] for launch in launches] == [False, True]
+    rng = np.random.default_rng(5)
+    # 3,000 doubles (24,000 bytes) and the trees' 8,160 fit in 32 KiB; 4,200 do not
+    args = [rng.standard_normal(shape) for shape in ((2, 3000), (1, 4200), (3, 1))]
+    driver = Driver(build, manifest, ["softmax_rows"], "-g", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=undefined")  # the choice's C clean under the sanitizers too
+    answers = driver.run([("softmax_rows", (m,)) for m in args], ASAN_OPTIONS="detect_leaks=1")
+    for m, (status, got, _) in zip(args, answers):
+        assert status == 0
+        np.testing.assert_allclose(got, ml.np_softmax_rows(m), **F64)
+    # m, out and the status buffer (no temporary: the exponentials are local); then only the
+    # fallback's temporary (m and out, of 6,000 elements, hold 4,200: a buffer that grows, made
+    # anew, has Oclgrind report its reads as uninitialised, test_buffers_are_allocated_once_per_shape)
+    assert [created for _, _, created in answers] == [3, 4, 4]
+
+
 @needs_pip_opencl
 def test_bad_calls_return_the_c_targets_status_codes(corpus_driver):
     """A violated size constraint (3) and a size that overflows int64 (6) are refused before
