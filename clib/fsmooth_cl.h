@@ -41,6 +41,7 @@ typedef struct _cl_event *cl_event;
 
 #define CL_SUCCESS 0
 #define CL_FALSE 0
+#define CL_TRUE 1
 #define CL_DEVICE_TYPE_CPU (1 << 1)
 #define CL_DEVICE_TYPE_GPU (1 << 2)
 #define CL_DEVICE_TYPE_ALL 0xFFFFFFFF

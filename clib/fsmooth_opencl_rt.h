@@ -33,7 +33,7 @@
 #define FS_STATUS_OPENCL 7
 
 /* What a kernel's buffer is (fsmooth.opencl_artifact.Buffer.role) and what a launch argument names. */
-enum fs_cl_role { FS_CL_INPUT, FS_CL_OUTPUT, FS_CL_TEMP, FS_CL_LOCAL, FS_CL_STATUS };
+enum fs_cl_role { FS_CL_INPUT, FS_CL_OUTPUT, FS_CL_TEMP, FS_CL_LOCAL, FS_CL_STATUS, FS_CL_COUNTER, FS_CL_HANDOVER };
 enum fs_cl_arg_kind { FS_CL_ARG_BUFFER, FS_CL_ARG_SIZE, FS_CL_ARG_SCALAR };
 
 struct fs_cl_buffer { const char *name; int role; int64_t elem_bytes; };
@@ -448,8 +448,17 @@ static int fs_cl_enqueue(struct fs_cl_context *ctx, int k, const struct fs_cl_ca
         const struct fs_cl_buffer *buffer = &kernel->buffers[b];
         int64_t bytes = fs_cl_bytes(kernel, call, b);
         if (buffer->role == FS_CL_LOCAL || !fs_cl_passed(ctx, kernel, call, b)) continue;
+        cl_mem before = state->buffers[b];
         if ((status = fs_cl_reuse(ctx, k, b, bytes)) != FS_STATUS_OK) return status;
-        if (buffer->role == FS_CL_INPUT && bytes > 0)
+        if ((buffer->role == FS_CL_COUNTER || buffer->role == FS_CL_HANDOVER) && state->buffers[b] != before) {
+            /* zero when made: a one-launch reduction's tickets (left at zero by the launches) and
+             * partials (an atomic store reads the old value: opencl_artifact.Buffer) */
+            void *zeros = calloc((size_t)state->capacities[b], 1);
+            if (!zeros) return fs_cl_fail(ctx, FS_STATUS_OUT_OF_MEMORY, "out of memory");
+            err = clEnqueueWriteBuffer(ctx->queue, state->buffers[b], CL_TRUE, 0, (size_t)state->capacities[b], zeros,
+                                       0, NULL, NULL);  /* blocking: the zeros are freed after */
+            free(zeros);
+        } else if (buffer->role == FS_CL_INPUT && bytes > 0)
             err = clEnqueueWriteBuffer(ctx->queue, state->buffers[b], CL_FALSE, 0, (size_t)bytes, call->inputs[b], 0, NULL, NULL);
         else if (buffer->role == FS_CL_STATUS)
             /* a copy, not clEnqueueFillBuffer, which Oclgrind does not count as initialising */

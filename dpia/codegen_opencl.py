@@ -24,6 +24,16 @@ the index shifted by k; ``AllLanes(c)`` as c of every lane joined by ``&&``.
 A kernel of a single work-group may end with sequential commands (``Phase.tail``): after a barrier,
 work-item 0 runs them, unless the body failed a check.
 
+A two-phase reduction in one launch (``Phase.last``, ``dpia.hoist_opencl``): after its body and a
+barrier each group's work-item 0 fences its global writes (``mem_fence``) and takes a ticket
+(``atomic_inc`` of the 'counter' buffer); the group with the last one sets the counter back to 0
+and, unless a check failed, runs the second body (and the tail).  The buffers handed over are
+written and read through ``fs_handover_store_T``/``fs_handover_load_T``, 32-bit atomics word by
+word (core OpenCL 1.1), so no access crosses work-groups without an atomic (Oclgrind's race
+check) and the last group reads the values in global memory, not a stale cache.  The partials
+are combined in the same fixed order as by a second launch, so results are the same bits run
+to run.
+
 Run-time checks (a data-dependent index out of range, an integer division by zero, ``int(x)`` of
 a NaN, an infinity or a float outside int64) report through the 'status' buffer
 (``fsmooth.opencl_artifact``), one ``int`` per launch: a failed check does
@@ -54,7 +64,7 @@ from fsmooth.foreign import called_foreign, foreign_names
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import OPENCL_C
-from fsmooth.types import C_TYPE, ArrayT, Bool, Double, Scalar, element_scalar
+from fsmooth.types import C_TYPE, ArrayT, Bool, Card, Double, Float, Index, Scalar, element_scalar
 
 from . import phrases as p
 from . import index_paths as paths
@@ -87,6 +97,7 @@ class _Memory(BufferVariable):
 
     space: str = "global"  # 'global', 'local' or 'private'
     role: str = "temp"  # 'input', 'output', 'temp', 'local' or 'private'
+    atomic: bool = False  # handed between work-groups: its elements written and read atomically
 
 
 def _mem_type(s: Scalar) -> str:
@@ -100,6 +111,31 @@ def _arg_type(s: Scalar) -> str:
 
 # The kernel parameter of the status buffer (fs_ names are never given to program variables).
 _STATUS_PARAM = "fs_status"
+# The suffix of fs_handover_store_T/fs_handover_load_T (HANDOVER_HELPERS) per element type.
+_HANDOVER_SUFFIX = {Float: "float", Double: "double", Index: "long", Card: "long"}
+
+# What a program with a one-launch reduction adds to the prelude: a value handed from a launch's
+# work-groups to its last group, stored and loaded word by word with 32-bit atomics (core OpenCL
+# 1.1; 64-bit atomics are an extension).  Loads are atomic_or(0): OpenCL 1.x has no atomic load.
+HANDOVER_HELPERS = r"""static inline void fs_handover_store_float(__global float *p, float v) {
+    atomic_xchg((volatile __global int *)p, as_int(v));
+}
+static inline float fs_handover_load_float(__global float *p) {
+    return as_float(atomic_or((volatile __global int *)p, 0));
+}
+#define FS_HANDOVER_64(T) \
+    static inline void fs_handover_store_##T(__global T *p, T v) { \
+        volatile __global int *q = (volatile __global int *)p; \
+        long bits = as_long(v); \
+        atomic_xchg(q, (int)bits); \
+        atomic_xchg(q + 1, (int)(bits >> 32)); \
+    } \
+    static inline T fs_handover_load_##T(__global T *p) { \
+        volatile __global int *q = (volatile __global int *)p; \
+        return as_##T((long)(uint)atomic_or(q, 0) | ((long)atomic_or(q + 1, 0) << 32)); \
+    }
+FS_HANDOVER_64(long)
+"""
 
 
 @dataclass
@@ -147,6 +183,8 @@ class _OpenCLEmitter(KernelEmitter):
         self.slot = slot  # this launch's element of the status buffer
         self.exit = _StatusExit("fs_exit", _STATUS_PARAM, slot=slot)
         self.exits = [self.exit]  # every exit made: whether any check can fail
+        self.handing_over = False  # whether the kernel has buffers handed between groups
+        self.one_group = False  # writing the last group's part: a launch of one group's body
 
     @property
     def may_fail(self) -> bool:
@@ -197,6 +235,7 @@ class _OpenCLEmitter(KernelEmitter):
         ``failing_before``: the earlier launches that can fail (their elements are tested first)."""
         k = self.k
         self.global_dims = len(phase.global_size)
+        self.handing_over = bool(phase.handover)
         params, args, env = [], [], {}
         for name, ty, _ in k.params:
             cname = self.param_names[name]
@@ -211,14 +250,23 @@ class _OpenCLEmitter(KernelEmitter):
             params.append(f"__global {_mem_type(element_scalar(ty))} *restrict out{suffix}")
             args.append(buffer)
             env[f"{k.dest}{suffix}"] = _Memory(f"out{suffix}", "global", "output")
-        used = free_identifiers(phase.body) | (free_identifiers(phase.tail) if phase.tail is not None else set())
+        used = set().union(*(free_identifiers(part) for part in (phase.body, phase.tail, phase.last) if part is not None))
         for name, buf in hoisted.items():
-            if name in used:
+            if name == phase.counter:
+                counter = self.namer.fresh(name)
+                params.append(f"__global int *restrict {counter}")
+                args.append(name)
+            elif name == phase.last_group:
+                last_group = self.namer.fresh(name)
+                params.append(f"__local int64_t *restrict {last_group}")
+                args.append(name)
+            elif name in used:
                 space = "local" if buf.role == "local" else "global"
                 cname = self.namer.fresh(name)
                 params.append(f"{_qualifier(space)}{_mem_type(buf.elem)} *restrict {cname}")
                 args.append(name)
-                env[name] = _Memory(cname, space, buf.role)
+                role = "temp" if buf.role == "handover" else buf.role
+                env[name] = _Memory(cname, space, role, atomic=buf.role == "handover")
         for src in self.sources:
             if src.dim is not None:
                 params.append(f"long {self.size_names[src.symbol]}")
@@ -226,11 +274,15 @@ class _OpenCLEmitter(KernelEmitter):
         params.append(f"__global int *restrict {_STATUS_PARAM}")
         args.append(status)
         ranges = self.kernel_ranges()
-        body = self.comm(phase.body, env, ranges)
-        tail = None if phase.tail is None else self._with_scoped_exit(lambda: self.comm(phase.tail, env, ranges))
-        body = self.before_the_body(body)
-        if self.exit.used:
-            body = body + [f"{self.exit.label}: ;"]
+        if phase.last is not None:
+            body = self._one_launch(phase, env, ranges, counter, f"{last_group}[0]")
+            tail = None
+        else:
+            body = self.comm(phase.body, env, ranges)
+            tail = None if phase.tail is None else self._with_scoped_exit(lambda: self.comm(phase.tail, env, ranges))
+            body = self.before_the_body(body)
+            if self.exit.used:
+                body = body + [f"{self.exit.label}: ;"]
         if tail is not None:
             # the launch is one work-group (hoist_opencl): after the barrier its writes are
             # there for work-item 0, which runs the sequential tail unless the body failed
@@ -243,6 +295,57 @@ class _OpenCLEmitter(KernelEmitter):
             body = [f"if ({failed}) return;  /* an earlier launch failed: its result is not there */"] + body
         head = f"__kernel void {phase.name}({', '.join(params)}) {{"
         return "\n".join([head] + indent(body) + ["}"]), tuple(args)
+
+    def _one_launch(self, phase: Phase, env: dict, ranges, counter: str, last_group: str) -> list[str]:
+        """Every group's ``phase.body``, then its ticket, then the last group's part: ``phase.last``
+        and the tail (module docstring).  Each part after its own test that its sizes fit
+        (``before_the_body``), run only where it runs: the groups' part by the groups that have an
+        iteration (the launch has one group where there is none, for the last part)."""
+        groups = strip_parentheses(self.cint(self.rename(phase.groups, {}), ranges))
+        body = self.before_the_body(self.comm(phase.body, env, ranges))
+        if self.exit.used:
+            body += [f"{self.exit.label}: ;"]  # a failed check still takes its ticket
+        self.fitting_before_the_body = {}
+        self.one_group = True
+        try:
+            last = self._with_scoped_exit(lambda: self.comm(phase.last, env, ranges))
+            if phase.tail is not None:
+                # after the barrier the group's writes are there for work-item 0
+                tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, ranges))
+                last += ["barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
+                         f"if (get_local_id(0) == 0 && atomic_or({_STATUS_PARAM} + {self.slot}, 0) == 0) {{"]
+                last += indent(tail) + ["}"]
+        finally:
+            self.one_group = False
+        last = self.before_the_body(last)
+        # the last ticket: every other group has written its partials; a failed check (the
+        # status, atomic: other groups write it) leaves them unwritten, and the call fails
+        ticket = [f"{last_group} = atomic_inc({counter}) == get_num_groups(0) - 1;",
+                  f"if ({last_group}) atomic_xchg({counter}, 0);  /* every group has had its ticket */",
+                  f"if ({last_group} && atomic_or({_STATUS_PARAM} + {self.slot}, 0) != 0) {last_group} = 0;"]
+        # the barrier orders the group's writes before work-item 0's, whose fence orders them
+        # before its ticket (one fence a group: one a work-item cost a quarter of asum's time on
+        # Intel's CPU runtime)
+        return ([f"if (get_group_id(0) < {groups}) {{"] + indent(body) + ["}",
+                "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
+                "if (get_local_id(0) == 0) {",
+                "    mem_fence(CLK_GLOBAL_MEM_FENCE);  /* the group's writes before its ticket */"]
+                + indent(ticket) + ["}", "barrier(CLK_LOCAL_MEM_FENCE);", f"if ({last_group}) {{"]
+                + indent(last) + ["}"])
+
+    def _atomic(self, ph: p.Phrase, env: dict, ranges) -> bool:
+        """Whether ``ph`` is in a buffer handed between work-groups (``_Memory.atomic``)."""
+        binding = self._binding(ph, env, ranges)
+        return isinstance(binding, _Memory) and binding.atomic
+
+    def _assignment(self, c: p.Assign, env: dict, ranges) -> list[str]:
+        """``c``, an atomic store where its target is handed between work-groups."""
+        if not (self.handing_over and self._atomic(c.acc, env, ranges)):
+            return super().comm(c, env, ranges)
+        checks: list = []
+        value = self.exp(c.exp, env, ranges, checks)
+        target = self.lvalue(c.acc, env, ranges, checks)
+        return checks + [f"fs_handover_store_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(c.exp))]}(&{target}, {value});"]
 
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
@@ -263,6 +366,14 @@ class _OpenCLEmitter(KernelEmitter):
                 # iteration) jump to the end as before
                 label, self.exit = self.exit.label, self._scoped_exit()
                 return [f"{label}: ;"] + self.comm(c, env, ranges)
+            case p.Assign(p.AsVector(w, at), e) if self.handing_over and self._atomic(at, env, ranges):
+                checks: list = []
+                value = self.exp(e, env, ranges, checks)
+                address = self.address(at, env, ranges, checks)
+                vector = self.namer.fresh("lanes")
+                store = f"fs_handover_store_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(e))]}"
+                return checks + [f"{{ {C_TYPE[p.scalar_of(p.data_of(e))]}{w} {vector} = {value};"] + [
+                    f"  {store}({address} + {k}, {vector}.s{k:x});" for k in range(w)] + ["}"]
             case p.Assign(p.AsVector(w, at), e):
                 checks: list = []
                 value = self.exp(e, env, ranges, checks)
@@ -287,7 +398,7 @@ class _OpenCLEmitter(KernelEmitter):
                 if isinstance(target, _Memory) and target.space != "private":
                     # every work-item of the group holds this value: one of them writes it, and
                     # a failed check there must not take it past the barrier below
-                    lines = self._with_scoped_exit(lambda: super(_OpenCLEmitter, self).comm(c, env, ranges))
+                    lines = self._with_scoped_exit(lambda: self._assignment(c, env, ranges))
                     guarded = ["if (get_local_id(0) == 0) {"] + indent(lines) + ["}"]
                     if target.role == "output":
                         return guarded
@@ -300,6 +411,8 @@ class _OpenCLEmitter(KernelEmitter):
             case p.CallCmd(fn) | p.CallExp(fn):
                 raise CompileError(f"{self.k.name} calls the kernel {fn}, which is too large to inline: the "
                                    f"OpenCL back end needs every call inlined")
+            case p.Assign():
+                return self._assignment(c, env, ranges)
         return super().comm(c, env, ranges)
 
     def _binding(self, ph: p.Phrase, env: dict, ranges):
@@ -335,7 +448,10 @@ class _OpenCLEmitter(KernelEmitter):
         finally:
             self.levels.pop()
         bound = strip_parentheses(self.cint(n, ranges))
-        head = f"for (int64_t {i} = {start}{get_id}({dim}); {i} < {bound}; {i} += {get_size}({dim})) {{"
+        first, step = f"{get_id}({dim})", f"{get_size}({dim})"
+        if level == "workgroup" and self.one_group:
+            first, step = "0", "1"  # the last group runs every iteration of a launch of one group
+        head = f"for (int64_t {i} = {start}{first}; {i} < {bound}; {i} += {step}) {{"
         return [head] + indent(lines) + ["}"]
 
     def _dimension(self, level: str) -> int:
@@ -395,7 +511,8 @@ class _OpenCLEmitter(KernelEmitter):
         finally:
             self.lanes, self.levels = None, self.levels[:-1]
         n_text = strip_parentheses(self.cint(n, ranges))
-        loop = ([f"for (int64_t {v} = {get_id}({dim}); {v} < {n_text} / {w}; {v} += {get_size}({dim})) {{",
+        first, step = ("0", "1") if level == "workgroup" and self.one_group else (f"{get_id}({dim})", f"{get_size}({dim})")
+        loop = ([f"for (int64_t {v} = {first}; {v} < {n_text} / {w}; {v} += {step}) {{",
                  f"    const int64_t {i} = {v} * {w};"] + indent(lines) + ["}"])
         if c.remainder is not None:
             loop += self._strided_loop(c.remainder, env, ranges, start=f"({n_text} / {w}) * {w} + ")
@@ -420,8 +537,15 @@ class _OpenCLEmitter(KernelEmitter):
                 return VECTOR_OPS[op].format(*texts, vec=f"{C_TYPE[scalar]}{w}")
             case p.Broadcast(e, p.Vec(scalar, w)):
                 return f"({C_TYPE[scalar]}{w})({self.exp(e, env, ranges, checks)})"
+            case p.AsVector(w, at) if self.handing_over and self._atomic(at, env, ranges):
+                address = self.address(at, env, ranges, checks)
+                load = f"fs_handover_load_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(ph))]}"
+                return f"({C_TYPE[p.scalar_of(p.data_of(ph))]}{w})({', '.join(f'{load}({address} + {k})' for k in range(w))})"
             case p.AsVector(w, at):
                 return f"vload{w}(0, {self.address(at, env, ranges, checks)})"
+            case p.Ident() | p.Idx() | p.Shift() | p.Proj() if self.handing_over and self._atomic(ph, env, ranges):
+                text = super().exp(ph, env, ranges, checks)
+                return f"fs_handover_load_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(ph))]}(&{text})"
             case p.AllLanes(cond):
                 return " && ".join(f"({self.exp(cond, self.lanes.env(env, k), ranges, checks)})"
                                    for k in range(self.lanes.width))
@@ -441,10 +565,11 @@ typedef ulong uint64_t;
 """
 
 
-def prelude(fp64: bool) -> str:
+def prelude(fp64: bool, one_launch: bool = False) -> str:
     """What every OpenCL program of fsmooth starts with: the scalar helpers of the C runtime
     (``clib/fsmooth_scalar.h``, one text for both back ends), those of double only where the
-    program uses double, since a device may have no fp64."""
+    program uses double, since a device may have no fp64; with ``one_launch`` (a one-launch
+    reduction) the atomic stores and loads of its partials (``HANDOVER_HELPERS``)."""
     parts = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"] if fp64 else []
     parts.append(_SCALAR_HEADER_ENVIRONMENT)
     if fp64:
@@ -453,6 +578,8 @@ def prelude(fp64: bool) -> str:
     parts.append("#undef FS_FLOAT_MATH\n#undef FS_HAVE_F64\n")
     parts.append(_VECTOR_MIN_MAX)
     parts += [f"FS_VECTOR_MIN_MAX({t}{w})\n" for t in ("float", "double")[:2 if fp64 else 1] for w in (2, 4, 8, 16)]
+    if one_launch:
+        parts += [HANDOVER_HELPERS, "FS_HANDOVER_64(double)\n" if fp64 else ""]
     return "".join(parts)
 
 
@@ -491,15 +618,20 @@ def show_program(plan: OpenCLPlan) -> str:
         lines.append(f"kernel {phase.name} (global {sizes(phase.global_size)}{local}"
                      f"{', sequential' if phase.sequential else ''}):")
         lines += ["  " + line for line in p.show(phase.body).splitlines()]
+        if phase.last is not None:
+            lines += [f"  then the last work-group to take a ticket of {phase.counter} (reading "
+                      f"{', '.join(sorted(phase.handover))} atomically):"]
+            lines += ["    " + line for line in p.show(phase.last).splitlines()]
         if phase.tail is not None:
             lines += ["  then work-item 0:"] + ["    " + line for line in p.show(phase.tail).splitlines()]
     lines += [f"buffer {b.name}: {b.role} {b.elem.name}[{b.count}]" for b in plan.kernels.buffers.values()]
     return "\n".join(lines)
 
 
-def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
+def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True) -> OpenCLPlan:
     """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it), named
-    after its exported name in ``module``."""
+    after its exported name in ``module``; ``one_launch``: a two-phase reduction's phases in one
+    launch (``dpia.hoist_opencl``)."""
     k = prog.kernels[prog.entry]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
@@ -509,7 +641,7 @@ def plan_opencl(prog: p.ImperativeProgram, module: str) -> OpenCLPlan:
     outputs = tuple(f"{base}{suffix}" for suffix, _, _ in components)
     taken = OPENCL_NAMES | params | symbols | {k.dest} | set(outputs)
     symbol = exported_name(module, k.name)
-    return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken)), outputs, frozenset(taken))
+    return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken), one_launch), outputs, frozenset(taken))
 
 
 NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group: 32 along the inner loop
@@ -604,5 +736,6 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
     if foreign:  # fsmooth.foreign: their sources come last, so nothing in them changes the generated code
         body = "\n".join(f.prototype(opencl=True) for f in foreign) + "\n\n" + body + "".join(
             f"\n\n/* ---- foreign function {f.name} */\n{f.opencl_source.strip()}" for f in foreign)
-    source = header + prelude(fp64) + "\n" + body + "\n"
-    return OpenCLArtifact(source, buffers, tuple(launches), interface, fp64)
+    one_launch = any(phase.last is not None for phase in plan.phases)
+    source = header + prelude(fp64, one_launch) + "\n" + body + "\n"
+    return OpenCLArtifact(source, buffers, tuple(launches), interface, fp64, needs_atomics=one_launch)

@@ -14,6 +14,19 @@ An integer ``let`` at the top that is pure size arithmetic (``n = length(x)``, `
 each kernel that uses it recomputes it, which costs a few integer operations where a one
 work-item kernel and a temp buffer would cost a launch.
 
+One launch for a two-phase reduction.  A kernel of work-groups (a workgroup loop: the first phase
+of a reduction, one partial per group) followed by a kernel of one work-group that reads what
+they wrote in 'temp' buffers (the second phase, combining the partials) are one launch
+(``_one_launch``): each group runs the first body and takes a ticket from a 'counter' buffer (one
+``int``, zeroed when allocated); the group that takes the last ticket, when every other group's
+partials are written, runs the second body (``Phase.last``) and its tail, and sets the counter
+back to zero for the next call.  The buffers handed over (``Phase.handover``) are written and
+read with atomics (``dpia.codegen_opencl``): they cross work-groups; their role is 'handover', a
+'temp' that the launcher zeroes when it allocates it (an atomic store reads the old value, which
+Oclgrind would otherwise report as uninitialised; every element the last group reads is written
+first in the same launch).  The launch has at least one group, so the second body runs where the
+first has no iteration (a sum of nothing is its init).
+
 Hoisting.  Inside a kernel, a ``new`` in global memory becomes a 'temp' buffer with one copy
 per iteration of every enclosing parallel loop (its element count times theirs), indexed by
 their loop variables; a ``new`` in local memory becomes a 'local' buffer with one copy per
@@ -41,7 +54,8 @@ import sympy
 
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
-from fsmooth.types import Card, Index, Scalar
+from fsmooth.opencl_artifact import STATUS_ELEM
+from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
 from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
@@ -53,7 +67,8 @@ DEFAULT_LOCAL = 64
 @dataclass(frozen=True)
 class HoistedBuffer:
     name: str
-    role: str  # 'temp' (global) or 'local'
+    role: str  # 'temp' (global), 'local', 'counter' (a launch's tickets: Phase.counter) or
+    # 'handover' (a 'temp' that crosses the work-groups of a launch: Phase.handover)
     elem: Scalar
     count: sympy.Expr  # elements, over the size symbols
 
@@ -63,7 +78,10 @@ class Phase:
     """One OpenCL kernel: its body (free identifiers: parameters, the result, size symbols and
     hoisted buffers) and its NDRange.  ``tail``: sequential commands that one work-item runs
     after the body, in the same launch (only where the NDRange is a single work-group, whose
-    barrier orders them after the body)."""
+    barrier orders them after the body).  ``last``: the body of a second launch of one work-group
+    run by the group that takes the last ticket of the 'counter' buffer ``counter`` (the tail then
+    follows it there), reading the 'temp' buffers ``handover`` that the groups wrote (module
+    docstring: one launch for a two-phase reduction)."""
 
     name: str
     body: p.Phrase
@@ -74,6 +92,11 @@ class Phase:
     # the phase before this one with its local arrays of a size known only at the call in global
     # memory, run instead of it where those do not fit the device's local memory (``_fallback``)
     fallback: bool = False
+    last: p.Phrase | None = None
+    handover: frozenset = frozenset()
+    counter: str | None = None
+    groups: sympy.Expr | None = None  # with ``last``: the iterations of the body's workgroup loop
+    last_group: str | None = None  # with ``last``: a 'local' buffer, whether this group took the last ticket
 
 
 @dataclass(frozen=True)
@@ -89,8 +112,9 @@ class _Loop:
     level: str
 
 
-def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
-    """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have."""
+def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: bool = True) -> KernelPlan:
+    """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have; ``one_launch``:
+    whether a two-phase reduction is one launch (module docstring)."""
     sizes = frozenset(s.name for s in k.sizes)
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
     news, leaves = _spine(_forms(k.body))
@@ -141,6 +165,8 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set) -> KernelPlan:
         if fallback is not None:
             phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, _contiguous_regions(body)),
                                 sequential, global_size, local_size, fallback=True))
+    if one_launch:
+        phases = _one_launch(phases, buffers, names)
     # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name), a
     # fallback after the phase it replaces
     alone = sum(not ph.fallback for ph in phases) == 1
@@ -170,6 +196,75 @@ def _single_group(phase: Phase) -> bool:
     barrier can order commands after its body without another launch."""
     return (not phase.sequential and phase.local_size is not None
             and sympy.simplify(phase.global_size[0] - phase.local_size[0]) == 0)
+
+
+def _one_launch(phases: list, buffers: dict, names: NameSupply) -> list:
+    """``phases`` with each launch of work-groups that a launch of one work-group reading what
+    they wrote follows joined with it: the last group to finish runs the second (module docstring)."""
+    joined: list = []
+    for j, phase in enumerate(phases):
+        # a phase with a fallback (the launcher runs one of the two) or a fallback is no half
+        replaced = j + 1 < len(phases) and phases[j + 1].fallback
+        handover = _handover(joined[-1], phase, buffers) if joined and not replaced else None
+        if handover is None:
+            joined.append(phase)
+            continue
+        groups = joined[-1]
+        counter = HoistedBuffer(names.fresh("tickets"), "counter", STATUS_ELEM, sympy.Integer(1))
+        flag = HoistedBuffer(names.fresh("last_group"), "local", Index, sympy.Integer(1))
+        buffers[counter.name], buffers[flag.name] = counter, flag
+        for name in handover:
+            buffers[name] = replace(buffers[name], role="handover")
+        last, tail = _reuse_locals(groups.body, (phase.body, phase.tail), buffers)
+        # one group at least: the last group's body runs where the groups' loop has no iteration
+        iterations = sympy.sympify(next(_loops_at_top(groups.body)).size)
+        size = groups.local_size[0] * sympy.Max(iterations, 1)
+        joined[-1] = replace(groups, global_size=(size,), last=last, tail=tail, handover=handover,
+                             counter=counter.name, groups=iterations, last_group=flag.name)
+    return joined
+
+
+def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
+    """The 'temp' buffers that ``groups`` (a launch of a workgroup loop) writes and ``single`` (a
+    launch of one work-group after it) reads, where that is all that passes between them, so that
+    the two can be one launch; else None."""
+    if not (_workgroup_launch(groups) and not _single_group(groups) and groups.last is None
+            and groups.tail is None and len(groups.global_size) == 1 and not groups.fallback
+            and _workgroup_launch(single) and _single_group(single) and not single.fallback):
+        return None
+    second = p.seq(single.body, single.tail if single.tail is not None else p.Skip())
+    handed = {name for name in free_identifiers(second) if _writes_to(groups.body, name)}
+    if not handed or any(buffers.get(name) is None or buffers[name].role != "temp" or _writes_to(second, name)
+                         or buffers[name].elem not in (Float, Double, Index, Card) for name in handed):
+        return None  # an output, a buffer both write, or of Bools (no atomics on bytes): no partials
+    return frozenset(handed)
+
+
+def _workgroup_launch(phase: Phase) -> bool:
+    """A launch of a workgroup loop (a group per iteration), no scan."""
+    top = next(_loops_at_top(phase.body), None)
+    return (not phase.sequential and top is not None and level_of(top) == "workgroup"
+            and not any(isinstance(c, p.GroupScan) for c in p.walk(phase.body)))
+
+
+def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
+    """The phrases ``second`` with each of their local buffers replaced by one of ``first``'s of
+    the same element and count (dropped from ``buffers``): the second body runs after the first,
+    so the launch needs the larger phase's local memory, not both phases'."""
+    used = set().union(*(free_identifiers(c) for c in second if c is not None))
+    firsts = free_identifiers(first)
+    spare = [name for name in buffers if buffers[name].role == "local" and name in firsts]
+    for name in [name for name in buffers if buffers[name].role == "local" and name in used]:
+        buf = buffers[name]
+        match = next((other for other in spare if (buffers[other].elem, buffers[other].count) == (buf.elem, buf.count)), None)
+        if match is None:
+            continue
+        spare.remove(match)
+        del buffers[name]
+        flat = p.Arr(buf.count, p.Num(buf.elem))  # the same flat array as the buffer replaced (_views)
+        acc, exp = p.Ident(match, p.AccT(flat)), p.Ident(match, p.ExpT(flat))
+        second = tuple(None if c is None else _substitute(c, name, acc, exp) for c in second)
+    return second
 
 
 # ----------------------------------------------------------------------------- kernels

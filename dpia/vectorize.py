@@ -100,7 +100,8 @@ def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     start = Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))  # as code generation's
     phases = tuple(dataclasses.replace(
         phase, body=walk.comm(phase.body, env, start),
-        tail=None if phase.tail is None else walk.comm(phase.tail, env, start)) for phase in plan.phases)
+        tail=None if phase.tail is None else walk.comm(phase.tail, env, start),
+        last=None if phase.last is None else walk.comm(phase.last, env, start)) for phase in plan.phases)
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
 
 

@@ -6,7 +6,8 @@ work-item.  Where the program names no strategy at all (no ``build_*``, ``to_*``
 (run once per call, not inside a loop) that is a reduction (``dps.reductions``: ``acc ⊕ f(i)``
 with ⊕ one of + * min max, or a tuple of such components) is rewritten here, in F̃, to the
 two-phase reduction a user would write with strategies (``tests/corpus/blas.py``'s ``dot``), so
-that every later stage is the one annotated programs take:
+that every later stage is the one annotated programs take (``dpia.hoist_opencl`` makes its two
+phases one launch, as for the user's):
 
     g = min(ceil(n / (E · items)), groups)               E = local · width (``OpenCLReduction``)
     partials = to_global(build_workgroup(g, λ c. tree(to_local(vectorize(width, build_local(E, λ t.
@@ -30,7 +31,7 @@ not, and an overflow must be an error exactly where the reference's is.  An ifol
 not known from the input sizes (read from an array) stays sequential: a launch's NDRange is
 fixed before it runs.  Whether a fold that can be parallel is, is the cost model's choice
 (``fsmooth.cost_model.choose_fold``, for the device of ``Options.opencl_device``): a short count
-known when compiling stays on one work-item, where two launches would cost more than the fold; a
+known when compiling stays on one work-item, where a launch of work-groups would cost more than the fold; a
 symbolic count, taken to be large, is made parallel.  A fold whose body
 has loops of its own (GMM's builds over the components) gets whole elements per lane, one a round
 (width 1, items 1): an element's work dwarfs the reduction's, so the more groups the better.
@@ -308,12 +309,17 @@ def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
     per = tuning.elements * tuning.items
     width = [f"{tuning.width}-wide vectors" if m.ty in (Float, Double) and tuning.width > 1 else "scalars"
              for m in monoids]
+    launches = tuning.launches * len(monoids)
+    per_component = f" ({'one' if tuning.launches == 1 else 'two'} per component)" if len(monoids) > 1 else ""
+    combiner = ("the work-group that finishes last (the last ticket of an atomic counter) combines the "
+                "partials in the same launch" if tuning.launches == 1 else
+                "a second launch of one work-group combines the partials")
     return (f"the ifold over {n} (state {state}) is a reduction of {ops}: parallel, "
-            f"{2 * len(monoids)} launches{' (two per component)' if len(monoids) > 1 else ''}, reassociated; phase 1: min(ceil({n}/{per}), "
+            f"{launches} launch{'es' if launches > 1 else ''}{per_component}, reassociated; phase 1: min(ceil({n}/{per}), "
             f"{tuning.groups}) work-groups, each folding at least {tuning.items} elements per lane into a "
             f"local array of {tuning.elements} ({tuning.local} lanes of {', '.join(sorted(set(width)))}), "
-            f"then a tree in local memory, one partial per group; phase 2: one work-group combines the "
-            f"partials the same way, then with the init (tuning {tuning}: Options.opencl_reduction, "
+            f"then a tree in local memory, one partial per group; phase 2: {combiner} the same way, in "
+            f"a fixed order, then with the init (tuning {tuning}: Options.opencl_reduction, "
             f"FSMOOTH_OPENCL_REDUCTION)")
 
 
@@ -339,7 +345,8 @@ def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply, 
 
 
 def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
-    """``ifold step init n`` as two launches (module docstring); ``m``: its ``Monoid``."""
+    """``ifold step init n`` as two phases (module docstring; one launch: ``dpia.hoist_opencl``);
+    ``m``: its ``Monoid``."""
     E = tuning.elements
     width = tuning.width if m.ty in (Float, Double) else 1  # OpenCL vectors of floats only (dpia.vectorize)
     g, partials, total = Var(names.fresh("groups"), Card), names.fresh("partials"), names.fresh("total")

@@ -165,11 +165,15 @@ class Kernel:
         from .driver import compile_to_opencl
 
         options = self.options
-        if device is not None and options.opencl_device is None:
-            from .opencl_device import describe
+        if device is not None:
+            from .opencl_device import describe, global_atomics
 
-            # an OpenCL program is built for one device: its strategy is chosen for it too
-            options = replace(options, opencl_device=describe(device))
+            if options.opencl_device is None:
+                # an OpenCL program is built for one device: its strategy is chosen for it too
+                options = replace(options, opencl_device=describe(device))
+            if not global_atomics(device):
+                # decided at build: a second launch combines the partials (OpenCLReduction.launches)
+                options = replace(options, opencl_reduction=replace(options.opencl_reduction, launches=2))
         return compile_to_opencl(self.program(), options)
 
     def opencl_executable(self, context=None):

@@ -56,7 +56,12 @@ class Buffer:
     role: 'input' (a parameter of the F̃ kernel, by name), 'output' (the result), 'temp' (a
     hoisted global ``new``: allocated once per shape by the launcher and reused across calls),
     'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
-    per work-group) or 'status' (the failed-check codes, one per launch: see above)."""
+    per work-group), 'status' (the failed-check codes, one per launch: see above), 'counter'
+    (one ``int`` of ``STATUS_ELEM``, the tickets of a one-launch reduction: zeroed when the
+    launcher allocates it, left at zero by every launch, kept across calls) or 'handover' (a
+    'temp' that crosses the work-groups of a launch, a one-launch reduction's partials, accessed
+    with atomics: zeroed when the launcher allocates it, since an atomic store reads the old value;
+    its kernels write every element they read before reading it)."""
 
     name: str
     role: str
@@ -86,3 +91,5 @@ class OpenCLArtifact:
     launches: tuple  # Launch, run in order
     interface: KernelInterface  # params, result, sizes, constraints: as for C
     needs_fp64: bool
+    # a one-launch reduction's 32-bit global atomics (core in OpenCL 1.1, an extension in 1.0)
+    needs_atomics: bool = False

@@ -133,8 +133,18 @@ def default_context() -> cl.Context:
         return _default_context
 
 
+def global_atomics(device) -> bool:
+    """Whether ``device`` has 32-bit atomics on global memory (a one-launch reduction's): core
+    from OpenCL 1.1, an extension in 1.0."""
+    return not device.version.startswith("OpenCL 1.0") or "cl_khr_global_int32_base_atomics" in device.extensions
+
+
 def require_capabilities(artifact: OpenCLArtifact, device) -> None:
     """Raise ``DeviceCapabilityError`` when ``device`` cannot run ``artifact``."""
+    if artifact.needs_atomics and not global_atomics(device):
+        raise DeviceCapabilityError(
+            f"{artifact.interface.name}: the kernel's one-launch reduction needs 32-bit global atomics, which "
+            f"the OpenCL device '{device.name.strip()}' lacks; compile it with OpenCLReduction(launches=2)")
     if artifact.needs_fp64 and not device.double_fp_config:
         raise DeviceCapabilityError(
             f"{artifact.interface.name}: the kernel uses double precision, but the OpenCL device "

@@ -51,7 +51,7 @@ from .types import NUMPY_DTYPE, Bool, Card, TupleT, element_scalar, rank, type_s
 # since OpenCL forbids bool kernel arguments).
 _SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) for s in NUMPY_DTYPE}
 
-_ROLES = ("input", "output", "temp", "local", "status")
+_ROLES = ("input", "output", "temp", "local", "status", "counter", "handover")
 _STATUS_DTYPE = np.dtype(np.int32)  # STATUS_ELEM, OpenCL's int
 
 
@@ -116,7 +116,7 @@ class OpenCLExecutable:
         self._tuple_result = isinstance(interface.result, TupleT)
         self._status = next((b for b in artifact.buffers.values() if b.role == "status"), None)
         self._status_zeros = np.zeros(len(artifact.launches), dtype=_STATUS_DTYPE)
-        self._sized = tuple(b for b in artifact.buffers.values() if b.role not in ("input", "status"))
+        self._sized = tuple(b for b in artifact.buffers.values() if b.role not in ("input", "status", "counter"))
         launches = artifact.launches
         formulas = ([d for _, _, dims in interface.outputs for d in dims] + [b.count for b in self._sized]
                     + [g for launch in launches for g in launch.global_size]
@@ -162,6 +162,8 @@ class OpenCLExecutable:
         if len(statuses) > 1 or any(b.elem != STATUS_ELEM or b.count != len(a.launches) for b in statuses):
             raise ValueError(f"{where}: needs at most one 'status' buffer, of {STATUS_ELEM} and one "
                              f"element per launch ({len(a.launches)})")
+        if any(b.elem != STATUS_ELEM or b.count != 1 for b in a.buffers.values() if b.role == "counter"):
+            raise ValueError(f"{where}: a 'counter' buffer holds one {STATUS_ELEM}")
         if statuses and any(statuses[0].name not in launch.args for launch in a.launches):
             raise ValueError(f"{where}: every launch must pass the status buffer {statuses[0].name!r}")
         outputs = [b for b in a.buffers.values() if b.role == "output"]
@@ -328,14 +330,17 @@ class OpenCLExecutable:
                 raise MemoryError(f"{where} would have {n} bytes, more than this device's limit of {limit} "
                                   f"(sizes: {shown})")
 
-    def _reused_buffer(self, name: str, nbytes: int) -> cl.Buffer:
+    def _reused_buffer(self, name: str, nbytes: int, zeroed: bool = False) -> cl.Buffer:
         """A device buffer of at least ``nbytes`` (never zero, which OpenCL forbids) kept under
-        ``name`` and reused by later calls while it is large enough."""
+        ``name`` and reused by later calls while it is large enough; ``zeroed``: filled with zeros
+        when made (a copy, which Oclgrind counts as initialising)."""
         capacity, buffer = self._device_buffers.get(name, (-1, None))
         if capacity < nbytes or buffer is None:
             capacity = max(nbytes, 1)
             buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, capacity)
             self._device_buffers[name] = (capacity, buffer)
+            if zeroed:
+                cl.enqueue_copy(self.queue, buffer, np.zeros(capacity, np.uint8), is_blocking=True)
         return buffer
 
     def _launch(self, values: dict, sizes: tuple, plan: _Plan, device_result: bool):
@@ -348,10 +353,13 @@ class OpenCLExecutable:
                 bound[bname] = self._input_buffer(bname, values[bname])
             elif bname not in plan.passed:
                 continue  # a hoisted buffer of a launch not chosen (a fallback's, say)
-            elif buf.role == "temp":
-                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname])
+            elif buf.role in ("temp", "handover"):
+                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname], zeroed=buf.role == "handover")
             elif buf.role == "local":
                 bound[bname] = cl.LocalMemory(self._local_bytes(buf, plan.nbytes))
+            elif buf.role == "counter":
+                # made once, zeroed; the launches leave it at zero
+                bound[bname] = self._reused_buffer(f"temp {bname}", _STATUS_DTYPE.itemsize, zeroed=True)
         results = []
         for buffer, dims, (_, dtype) in zip(self._outputs, plan.result_dims, self._result_types):
             out = buffer.name
@@ -444,7 +452,8 @@ class OpenCLExecutable:
     __call__ = call
 
     def temp_buffer(self, name: str) -> cl.Buffer | None:
-        """The device buffer now backing the 'temp' buffer ``name`` (None before the first call)."""
+        """The device buffer now backing the 'temp' (or 'counter') buffer ``name`` (None before the
+        first call)."""
         return self._device_buffers.get(f"temp {name}", (0, None))[1]
 
     @property

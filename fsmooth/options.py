@@ -26,9 +26,11 @@ class OpenCLReduction:
     consecutive elements at a time (OpenCL vectors; scalars where the state is an integer) into a
     local array of ``local * width`` partial results, which the group halves in local memory down
     to one; there are ``min(ceil(n / (local * width * items)), groups)`` work-groups, so each lane
-    folds at least ``items`` elements; a second launch of one work-group combines the partials.
+    folds at least ``items`` elements; then one work-group combines the partials: with
+    ``launches=1`` the group that finishes last, in the same launch (``dpia.hoist_opencl``: every
+    two-phase reduction, a user's written with strategies too), with ``launches=2`` a second launch.
 
-    Written ``local=256,width=4,items=16,groups=1024`` (any subset, the rest as here) in
+    Written ``local=256,width=4,items=16,groups=1024,launches=1`` (any subset, the rest as here) in
     ``Options.opencl_reduction`` or the environment variable ``FSMOOTH_OPENCL_REDUCTION``, read
     when a kernel is decorated (``default_options``)."""
 
@@ -36,6 +38,7 @@ class OpenCLReduction:
     width: int = 4
     items: int = 16
     groups: int = 1024
+    launches: int = 1
 
     def __post_init__(self):
         powers = {"local": self.local, "width": self.width}
@@ -50,6 +53,8 @@ class OpenCLReduction:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"OpenCLReduction.{name} must be a positive integer, not {value!r}")
+        if self.launches not in (1, 2):
+            raise ValueError(f"OpenCLReduction.launches must be 1 or 2, not {self.launches!r}")
 
     @classmethod
     def parse(cls, spec: str) -> "OpenCLReduction":

@@ -140,3 +140,10 @@ def short_normalised_row(m: Array[Array[Double]], i: Index) -> Array[Double]:
 def short_normalised_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
     """Rows of 3, known when compiling: a work-item per row (the default)."""
     return fs.build(length(m), lambda i: short_normalised_row(m, i))
+
+
+@fs.kernel
+def gathered_sum(v: Array[Double], at: Array[Index]) -> Double:
+    """A reduction whose reads are checked: an index out of range fails the group that reads it
+    (its partial unwritten), and the call."""
+    return ifold(lambda acc, i: acc + v[at[i]], 0.0, length(at))

@@ -47,11 +47,28 @@ _BENIGN = re.compile(r"Function: clGet(Device|Platform)Info\s+Error:\s+CL_INVALI
                      r"For argument 'param_name'")
 
 # Run first in the child: fail unless the code really runs on Oclgrind, so that a silently
-# chosen other device cannot pass the checks.
+# chosen other device cannot pass the checks.  Then keep every buffer alive until the child
+# exits.  Oclgrind (19.10) numbers its buffers and reuses a freed buffer's number, but its
+# uninitialised-value plugin keeps the freed buffer's shadow memory under that number (it has no
+# memoryDeallocated) and allocates none for the next buffer that gets the number: stores past the
+# old buffer's size are dropped from the shadow and loads there read as uninitialised.  So a
+# launcher that replaces a hoisted buffer by a larger one (a larger call after a smaller one)
+# gets false reports of reads of what its kernels wrote (test_oclgrind_harness_keeps_buffer_numbers
+# shows the pattern with plain pyopencl), and a buffer taking a larger freed one's number could
+# hide a real uninitialised read.  With no buffer ever freed, no number is reused.
 _PREAMBLE = """
 from fsmooth.opencl_device import default_context as _default_context
 _ocl_platform = _default_context().devices[0].platform.name
 assert "oclgrind" in _ocl_platform.lower(), f"not running on Oclgrind but on {_ocl_platform}"
+import pyopencl as _cl
+_every_buffer = []
+
+class _KeptBuffer(_cl.Buffer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _every_buffer.append(self)
+
+_cl.Buffer = _KeptBuffer
 """
 
 

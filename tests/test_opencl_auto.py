@@ -1,5 +1,5 @@
 """Automatic parallel reductions on OpenCL (``fsmooth.auto_reductions``): an unannotated fold at the
-top of a kernel that is a reduction runs as two launches of many work-items, its result the
+top of a kernel that is a reduction runs as one launch of many work-items, its result the
 reference's and numpy's (within rounding: the sum is regrouped); what is not a reduction, or
 may overflow when regrouped, stays on one work-item; annotated programs are left as written;
 ``fsmooth explain`` says what was chosen; the shape is tunable (``OpenCLReduction``)."""
@@ -73,13 +73,14 @@ def _work(artifact, n: int) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("name", PARALLEL)
 def test_reduction_runs_on_many_work_items_in_many_groups(name):
     """The work is spread: at 2**20 elements, 64 groups of 256 work-items each fold 16 elements a
-    lane (4-wide: 4096 elements a group a round), then one group of 256 combines the 64 partials;
-    the default strategy ran the fold on one work-item."""
+    lane (4-wide: 4096 elements a group a round), then the last group of 256 to finish combines the
+    64 partials, in the same launch (one group where there are none: n = 0); the default strategy
+    ran the fold on one work-item."""
     kernel = getattr(auto, name)
     artifact = kernel.opencl_artifact()
     reductions = 2 if name == "max_sum" else 1
-    work = _work(artifact, 2 ** 20)
-    assert work[:2 * reductions] == [(64 * 256, 256), (256, 256)] * reductions
+    assert _work(artifact, 2 ** 20)[:reductions] == [(64 * 256, 256)] * reductions
+    assert _work(artifact, 0)[:reductions] == [(256, 256)] * reductions
     sequential = _work(kernel.with_options(auto_reductions=False).opencl_artifact(), 2 ** 20)
     assert sequential[0] == (1, 1)
     # the group count is capped: 2**30 elements give 1024 groups, each lane folding 256
@@ -279,25 +280,104 @@ def test_dot_auto_and_asum_auto_equal_the_oracles(intel_cpu_context):
         assert np.isclose(blas.asum_auto.opencl(x, context=intel_cpu_context), blas.np_asum(x), rtol=1e-4, atol=1e-3)
 
 
+ONE_LAUNCH = {  # kernel: (its inputs at length n, the oracle)
+    blas.dot_auto: (lambda rng, n: tuple(rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2)), blas.np_dot),
+    auto.sum_d: (lambda rng, n: (rng.uniform(-1, 1, n),), lambda x: 1.5 + float(np.sum(x))),
+    auto.max_index: (lambda rng, n: (rng.integers(-10 ** 6, 10 ** 6, n, dtype=np.int64),),
+                     lambda x: int(np.max(x, initial=-1))),
+}
+
+
+@pytest.mark.parametrize("kernel", ONE_LAUNCH, ids=lambda k: k.name)
+def test_a_two_phase_reduction_is_one_launch(kernel, intel_cpu_context):
+    """One launch per reduction (dpia.hoist_opencl's, for hand-written ones too: test_opencl's
+    blas tests), Float, Double or Index: at sizes 0, 1, below one group and of many groups the
+    result is the oracle's, a
+    repeated call gives the same bits (the partials combined in a fixed order), and the ticket
+    counter is back at 0 after each call (dot_auto with launches=2: two launches, the same bits)."""
+    import pyopencl as cl
+
+    inputs, oracle = ONE_LAUNCH[kernel]
+    executable = kernel.opencl_executable(intel_cpu_context)
+    two = executable
+    if kernel is blas.dot_auto:
+        two = kernel.with_options(opencl_reduction=OpenCLReduction(launches=2)).opencl_executable(intel_cpu_context)
+        assert len(two.artifact.launches) == 2
+    assert len(executable.artifact.launches) == 1
+    counter, = (b.name for b in executable.artifact.buffers.values() if b.role == "counter")
+    rng = np.random.default_rng(9)
+    for n in (0, 1, 1000, 300_001, 5):
+        args = inputs(rng, n)
+        got = executable(*args)
+        assert len(executable.last_profile) == 1  # the launches this call enqueued
+        assert executable(*args) == got and two(*args) == got
+        tickets = np.ones(1, np.int32)
+        cl.enqueue_copy(executable.queue, tickets, executable.temp_buffer(counter))
+        assert tickets[0] == 0
+        assert_close(got, kernel.reference(*args), rtol=1e-4, atol=1e-3)
+        assert np.isclose(got, oracle(*args), rtol=1e-4, atol=1e-3)
+
+
+def test_a_failed_check_in_one_group_fails_the_call_and_leaves_the_counter_at_zero(intel_cpu_context):
+    """An index out of range in one group of a one-launch reduction: the last group combines
+    nothing (the status says a check failed), the call raises, and the counter is back at 0: the
+    next call is right."""
+    executable = auto.gathered_sum.opencl_executable(intel_cpu_context)
+    v, at = np.arange(10.0), np.random.default_rng(2).integers(0, 10, 100_000)
+    bad = at.copy()
+    bad[77_777] = 10
+    for _ in range(2):
+        with pytest.raises(IndexError, match="gathered_sum"):
+            executable(v, bad)
+        assert executable(v, at) == float(v[at].sum())
+
+
+def test_a_device_without_global_atomics_gets_two_launches(monkeypatch, intel_cpu_context):
+    """Decided at build: 32-bit global atomics are core from OpenCL 1.1, an extension in 1.0;
+    without them kernel.opencl compiles the reduction with launches=2, and the launcher refuses
+    the one-launch artifact."""
+    from types import SimpleNamespace
+
+    from fsmooth import opencl_device
+    from fsmooth.opencl_device import DeviceCapabilityError, global_atomics, require_capabilities
+
+    old = SimpleNamespace(version="OpenCL 1.0 FULL_PROFILE", extensions="cl_khr_fp64", name="old")
+    assert not global_atomics(old) and global_atomics(intel_cpu_context.devices[0])
+    assert global_atomics(SimpleNamespace(version="OpenCL 1.0", extensions="cl_khr_global_int32_base_atomics"))
+    with pytest.raises(DeviceCapabilityError, match="launches=2"):
+        require_capabilities(auto.sum_f.opencl_artifact(), old)
+    monkeypatch.setattr(opencl_device, "global_atomics", lambda device: False)
+    kernel = auto.sum_f.with_options(opencl_reduction=OpenCLReduction(groups=8))  # a kernel of its own
+    executable = kernel.opencl_executable(intel_cpu_context)
+    assert len(executable.artifact.launches) == 2 and not executable.artifact.needs_atomics
+    x = np.arange(100_000, dtype=np.float32)
+    assert executable(x) == pytest.approx(float(x.sum()), rel=1e-6)
+
+
 def test_explain_shows_the_strategy_and_why(tmp_path, capsys):
     assert main(["explain", f"{blas.__file__}:dot_auto", "--target", "opencl", "--stage", "opencl"]) == 0
     out = capsys.readouterr().out
     head = out[:out.index("typedef")]
     assert "reduction of + on Float" in head and "min(ceil(Min(x_d0, y_d0)/16384), 1024) work-groups" in head
-    assert "Launches" in head and ": 256, 256" in head  # the second launch: one group of 256
+    assert "Launches" in head and "the work-group that finishes last" in head
+    assert "Launches (global size, work-group size):\n * - blas_dot_auto_k: 256*Max(1, " in head
+    assert head.count("_k: ") == 1  # one launch, of one group at least
 
 
 def test_tuning_changes_the_shape():
     tuning = OpenCLReduction(local=64, width=2, items=4, groups=8)
     artifact = auto.sum_f.with_options(opencl_reduction=tuning).opencl_artifact()
-    assert _work(artifact, 10 ** 6) == [(8 * 64, 64), (64, 64)]  # 8 groups (the cap), of 64
-    assert _work(artifact, 1000) == [(2 * 64, 64), (64, 64)]  # ceil(1000 / (64·2·4)) groups
-    assert "local=64,width=2,items=4,groups=8" in artifact.source
+    assert _work(artifact, 10 ** 6) == [(8 * 64, 64)]  # 8 groups (the cap), of 64
+    assert _work(artifact, 1000) == [(2 * 64, 64)]  # ceil(1000 / (64·2·4)) groups
+    assert "local=64,width=2,items=4,groups=8,launches=1" in artifact.source
+    # launches=2: a second launch of one group combines the partials
+    two = auto.sum_f.with_options(opencl_reduction=OpenCLReduction(local=64, width=2, items=4, groups=8, launches=2))
+    assert _work(two.opencl_artifact(), 1000) == [(2 * 64, 64), (64, 64)]
 
 
 def test_tuning_from_the_environment(monkeypatch):
     monkeypatch.setenv("FSMOOTH_OPENCL_REDUCTION", "local=128, groups=512")
-    assert default_options().opencl_reduction == OpenCLReduction(local=128, width=4, items=16, groups=512)
+    assert default_options().opencl_reduction == OpenCLReduction(local=128, width=4, items=16, groups=512, launches=1)
     monkeypatch.setenv("FSMOOTH_OPENCL_REDUCTION", "local=100")
     with pytest.raises(ValueError, match="power of two"):
         default_options()
@@ -307,9 +387,8 @@ def test_tuning_from_the_environment(monkeypatch):
 
 def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
     """Several groups at small sizes (small shapes), a tuple state, an integer state, the default
-    shape once, maps of reductions.  Each executable is called once: under Oclgrind a second call
-    on the same executable may read its reused buffers as uninitialised (blas.dot's too, after a
-    call at n = 0: the launcher's reuse, not the kernels), so each size has a shape of its own."""
+    shape once, maps of reductions; the 4-group shapes called small, large, small, so that their
+    hoisted partials grow and are then reused."""
     ok, report = run_under_oclgrind("""
         import numpy as np
         import opencl_auto_kernels as auto
@@ -323,12 +402,20 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
                 kernel = kernel.with_options(opencl_reduction=OpenCLReduction(**tuning))
             assert_close(kernel.opencl(*args), kernel.reference(*args), rtol=1e-5, atol=1e-5)
 
-        for n, width in ((0, 2), (300, 4)):  # 300: 4 groups (the cap) of 8 lanes
+        for n, width in ((0, 2), (5, 4), (300, 4), (1, 4)):  # 300: 4 groups (the cap) of 8 lanes
             x = rng.standard_normal(n)
             check(auto.max_sum, x, local=8, width=width, items=2, groups=4)
             check(auto.sum_f, x.astype(np.float32), local=8, width=width, items=2, groups=4)
             check(auto.max_index, (x * 1000).astype(np.int64), local=8, width=width, items=2, groups=4)
         check(auto.sum_d, rng.standard_normal(37))
+        gathered = auto.gathered_sum.with_options(opencl_reduction=OpenCLReduction(local=8, width=2, items=2, groups=4))
+        try:  # a group fails its check: no partial from it, and the last group combines nothing
+            gathered.opencl(np.ones(4), np.array([0, 1, 2, 3] * 20 + [4]))
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("the index out of range went unnoticed")
+        assert gathered.opencl(np.ones(4), np.array([0, 1, 2, 3] * 20)) == 80.0
         m = rng.standard_normal((3, 37)).astype(np.float32)
         check(auto.row_logsumexp, m, local=8)
         check(auto.gemv_auto, m, rng.standard_normal(37).astype(np.float32), local=8)

@@ -150,7 +150,7 @@ def test_running_remainders_under_address_sanitizer():
 def test_running_remainders_on_intel_opencl_cpu(intel_cpu_context):
     """The OpenCL back end keeps them running too (add3_loop's sequential kernel): the same
     results there, a negative b, a ≥ n and n = 1 included, and the division by 0 reported."""
-    # the sequential fold (the automatic reduction makes it two launches, a lane's iterations strided)
+    # the sequential fold (the automatic reduction makes it one launch of work-groups, a lane's iterations strided)
     sequential = strided_product.with_options(auto_reductions=False)
     assert "remainder_1 >= v_d0 - remainder_1_step ?" in sequential.opencl_artifact().source
     rng = np.random.default_rng(15)

@@ -153,7 +153,7 @@ def test_scans_on_opencl_under_oclgrind():
         import numpy as np
         from corpus import scan_filter as sf
         rng = np.random.default_rng(3)
-        for n in (333, 1, 0):  # largest first: hoisted buffers are reused by smaller calls
+        for n in (1, 333, 0):  # hoisted buffers grow, then are reused by smaller calls
             v = rng.uniform(-1, 1, n)
             assert np.allclose(sf.cumulative_sum.opencl(v), np.cumsum(v))
             assert np.array_equal(sf.running_max.opencl(v), np.maximum.accumulate(v))
@@ -387,9 +387,7 @@ def test_filters_on_opencl_under_oclgrind():
         import numpy as np
         from corpus import scan_filter as sf
         rng = np.random.default_rng(5)
-        # largest first: a stored filter's hoisted buffer, reused for a larger call after a smaller
-        # one, is reported as uninitialised by Oclgrind, as for tuples.scale_and_sum's (not filters')
-        for n in (257, 1, 0):
+        for n in (1, 257, 0):  # a stored filter's hoisted buffers grow, then are reused
             r = rng.uniform(-2, 2, n)
             assert np.array_equal(sf.keep_inliers.opencl(r, 1.0), r[np.abs(r) < 1.0])
             assert np.array_equal(sf.positive_below.opencl(r, 1.5), r[(r > 0) & (r < 1.5)])
