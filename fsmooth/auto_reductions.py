@@ -127,11 +127,12 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {why_not}")
             continue
         red, count = found[state]
-        choice = choose_fold(_constant(count), device, tuning.local, tuning.width, tuning.items, tuning.groups)
+        choice = choose_fold(_constant(count), device, tuning.local, tuning.width, tuning.items, tuning.groups,
+                             tuning.launches)
         if choice.chosen.strategy == "one work-item":
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {count} iterations"
                          f"{', known when compiling,' if count.is_Integer else ''} cost less on one work-item "
-                         f"than two launches of a parallel reduction ({choice.explain()})")
+                         f"than a parallel reduction ({choice.explain()})")
             continue
         shape = _shape(fold, tuning)
         rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names)

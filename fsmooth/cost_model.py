@@ -204,15 +204,17 @@ def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     return Choice(_cheapest(candidates), device, sizes)
 
 
-def choose_fold(count: int | None, device: DeviceDescription, local: int, width: int, items: int, groups: int) -> Choice:
+def choose_fold(count: int | None, device: DeviceDescription, local: int, width: int, items: int, groups: int,
+                launches: int = 1) -> Choice:
     """A reduction of ``count`` elements on one work-item, or as the two-phase reduction of ``OpenCLReduction`` (its
-    ``local``, ``width``, ``items``, ``groups``): ``g = min(ceil(n / (E · items)), groups)``
-    groups whose lanes fold their shares, a tree each, then one group combining the partials."""
+    ``local``, ``width``, ``items``, ``groups``, ``launches``): ``g = min(ceil(n / (E · items)), groups)``
+    groups whose lanes fold their shares, a tree each, then one group combining the partials (in
+    the same launch, the last group to finish, where ``launches`` is 1)."""
     n = _size(count)
     E = local * width
     g = max(1, min(math.ceil(n / (E * items)), groups))
     phase1 = _launch(device, g * local, math.ceil(n / (g * local)) + _tree(device, E))
-    phase2 = _launch(device, local, math.ceil(g / E) + _tree(device, E))
+    phase2 = _launch(device, local, math.ceil(g / E) + _tree(device, E)) - (LAUNCH[device.kind] if launches == 1 else 0)
     candidates = [Candidate("one work-item", None, LAUNCH[device.kind] + n),
                   Candidate("two-phase", local, phase1 + phase2)]
     return Choice(_cheapest(candidates), device, f"count {_said(count)}")
