@@ -13,6 +13,7 @@ Forms:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -483,6 +484,20 @@ def verify_anf(program: Program) -> None:
         if duplicated:
             raise IRError(f"kernel {k.name}: binders not unique: {', '.join(duplicated)}")
         _check_anf(k.body, k.name)
+
+
+def rewrite_entry(program: Program, rewrite) -> Program:
+    """``program`` with its entry kernel's body ``rewrite(body, names)``, ``names`` a
+    ``NameSupply`` that avoids the kernel's parameters and binders; ``program`` itself where the
+    rewrite returns the body it was given."""
+    from .names import NameSupply
+
+    entry = program.main
+    names = NameSupply([n for n, _ in entry.params] + [b for node in walk(entry.body) for b in binders_of(node)])
+    body = rewrite(entry.body, names)
+    if body is entry.body:
+        return program
+    return dataclasses.replace(program, kernels={**program.kernels, entry.name: dataclasses.replace(entry, body=body)})
 
 
 def binders_of(e: Expr) -> list[str]:

@@ -36,14 +36,9 @@ from .types import ArrayT, FunT, Index
 def map_fission(program: core.Program) -> core.Program:
     """``program`` (in ANF, its entry's calls inlined) with each heavy, iteration-sized map of a
     top-level fold's iteration moved out of the fold (module docstring)."""
-    entry = program.main
-    if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(entry.body)):
+    if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(program.main.body)):
         return program
-    names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
-    body = _fission_chain(entry.body, names)
-    if body is entry.body:
-        return program
-    return replace(program, kernels={**program.kernels, entry.name: replace(entry, body=body)})
+    return core.rewrite_entry(program, _fission_chain)
 
 
 def _fission_chain(e: core.Expr, names: NameSupply) -> core.Expr:

@@ -21,12 +21,7 @@ from .types import Double, Float
 def reassociate_folds(program: core.Program) -> core.Program:
     """``program`` with each top-level fold ``acc ± terms`` of a float state written ``acc + (±
     terms)``."""
-    entry = program.main
-    names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
-    body = _chain(entry.body, names)
-    if body is entry.body:
-        return program
-    return replace(program, kernels={**program.kernels, entry.name: replace(entry, body=body)})
+    return core.rewrite_entry(program, _chain)
 
 
 def _chain(e: core.Expr, names: NameSupply) -> core.Expr:
