@@ -183,7 +183,7 @@ def _reading(results: dict) -> list[str]:
 def _kind_section(kind: str, results: dict | None, report_dir: pathlib.Path,
                   results_dir: pathlib.Path) -> list[str]:
     title = {"gpu": "GPU: fsmooth's OpenCL against cuBLAS",
-             "cpu": "CPU (PoCL): fsmooth's OpenCL against numpy"}[kind]
+             "cpu": "CPU OpenCL device: fsmooth's OpenCL against numpy"}[kind]
     parts = ["", f"### {title}", ""]
     if results is None:
         how = GPU_COMMAND if kind == "gpu" else "python -m benchmarks.blas --device cpu"
