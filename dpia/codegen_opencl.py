@@ -100,6 +100,11 @@ class _Memory(BufferVariable):
     atomic: bool = False  # handed between work-groups: its elements written and read atomically
 
 
+def _handover(op: str, ph: p.Phrase) -> str:
+    """The ``fs_handover_{store,load}_T`` (``HANDOVER_HELPERS``) of ``ph``'s element type."""
+    return f"fs_handover_{op}_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(ph))]}"
+
+
 def _mem_type(s: Scalar) -> str:
     """The element type of an array in memory: Bool arrays are bytes (opencl_artifact)."""
     return "uchar" if s is Bool else C_TYPE[s]
@@ -345,7 +350,7 @@ class _OpenCLEmitter(KernelEmitter):
         checks: list = []
         value = self.exp(c.exp, env, ranges, checks)
         target = self.lvalue(c.acc, env, ranges, checks)
-        return checks + [f"fs_handover_store_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(c.exp))]}(&{target}, {value});"]
+        return checks + [f"{_handover('store', c.exp)}(&{target}, {value});"]
 
     # -- commands
     def comm(self, c: p.Phrase, env: dict, ranges) -> list[str]:
@@ -371,7 +376,7 @@ class _OpenCLEmitter(KernelEmitter):
                 value = self.exp(e, env, ranges, checks)
                 address = self.address(at, env, ranges, checks)
                 vector = self.namer.fresh("lanes")
-                store = f"fs_handover_store_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(e))]}"
+                store = _handover("store", e)
                 return checks + [f"{{ {C_TYPE[p.scalar_of(p.data_of(e))]}{w} {vector} = {value};"] + [
                     f"  {store}({address} + {k}, {vector}.s{k:x});" for k in range(w)] + ["}"]
             case p.Assign(p.AsVector(w, at), e):
@@ -435,8 +440,7 @@ class _OpenCLEmitter(KernelEmitter):
     def _strided_loop(self, c: p.ParFor, env: dict, ranges, start: str = "") -> list[str]:
         """The loop of a parallel ``parfor`` over its work-items, from ``start`` on."""
         level = c.strategy.level
-        dim = self._dimension(level)
-        get_id, get_size = _IDS[level]
+        first, step = self._first_and_step(level)
         i, n, inner, inner_ranges = self._enter(c, env, ranges)
         self.levels.append(level)
         try:
@@ -448,11 +452,18 @@ class _OpenCLEmitter(KernelEmitter):
         finally:
             self.levels.pop()
         bound = strip_parentheses(self.cint(n, ranges))
-        first, step = f"{get_id}({dim})", f"{get_size}({dim})"
-        if level == "workgroup" and self.one_group:
-            first, step = "0", "1"  # the last group runs every iteration of a launch of one group
         head = f"for (int64_t {i} = {start}{first}; {i} < {bound}; {i} += {step}) {{"
         return [head] + indent(lines) + ["}"]
+
+    def _first_and_step(self, level: str) -> tuple[str, str]:
+        """The first iteration and the stride of a work-item's loop at ``level``: its id and the
+        count of its kind, or 0 and 1 for the last group's part of a one-launch reduction, which
+        runs every iteration of what was a launch of one group."""
+        if level == "workgroup" and self.one_group:
+            return "0", "1"
+        get_id, get_size = _IDS[level]
+        dim = self._dimension(level)
+        return f"{get_id}({dim})", f"{get_size}({dim})"
 
     def _dimension(self, level: str) -> int:
         """The NDRange dimension of a loop at ``level`` inside ``self.levels``: global loops
@@ -498,8 +509,7 @@ class _OpenCLEmitter(KernelEmitter):
         """Iteration v does the elements w·v .. w·v + w - 1 at once; the remainder, n mod w
         elements, runs as scalar code in the same strided loop."""
         w, level = c.width, c.strategy.level
-        dim = self._dimension(level)
-        get_id, get_size = _IDS[level]
+        first, step = self._first_and_step(level)
         i, n, inner, _ = self._enter(c, env, ranges)
         v = self.namer.fresh("v")
         # the first lane's index: the last lane's is at most n - 1
@@ -511,7 +521,6 @@ class _OpenCLEmitter(KernelEmitter):
         finally:
             self.lanes, self.levels = None, self.levels[:-1]
         n_text = strip_parentheses(self.cint(n, ranges))
-        first, step = ("0", "1") if level == "workgroup" and self.one_group else (f"{get_id}({dim})", f"{get_size}({dim})")
         loop = ([f"for (int64_t {v} = {first}; {v} < {n_text} / {w}; {v} += {step}) {{",
                  f"    const int64_t {i} = {v} * {w};"] + indent(lines) + ["}"])
         if c.remainder is not None:
@@ -539,13 +548,13 @@ class _OpenCLEmitter(KernelEmitter):
                 return f"({C_TYPE[scalar]}{w})({self.exp(e, env, ranges, checks)})"
             case p.AsVector(w, at) if self.handing_over and self._atomic(at, env, ranges):
                 address = self.address(at, env, ranges, checks)
-                load = f"fs_handover_load_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(ph))]}"
+                load = _handover("load", ph)
                 return f"({C_TYPE[p.scalar_of(p.data_of(ph))]}{w})({', '.join(f'{load}({address} + {k})' for k in range(w))})"
             case p.AsVector(w, at):
                 return f"vload{w}(0, {self.address(at, env, ranges, checks)})"
             case p.Ident() | p.Idx() | p.Shift() | p.Proj() if self.handing_over and self._atomic(ph, env, ranges):
                 text = super().exp(ph, env, ranges, checks)
-                return f"fs_handover_load_{_HANDOVER_SUFFIX[p.scalar_of(p.data_of(ph))]}(&{text})"
+                return f"{_handover('load', ph)}(&{text})"
             case p.AllLanes(cond):
                 return " && ".join(f"({self.exp(cond, self.lanes.env(env, k), ranges, checks)})"
                                    for k in range(self.lanes.width))

@@ -155,7 +155,8 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
-        hoisted = _hoist(body, (), spaces, names, buffers, sizes, _contiguous_regions(body))
+        contiguous = _contiguous_regions(body)
+        hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous)
         global_size, local_size = _ndrange(hoisted, sequential, sizes)
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
             phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
@@ -163,7 +164,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         phases.append(Phase("", hoisted, sequential, global_size, local_size))
         fallback = _fallback(body, spaces)
         if fallback is not None:
-            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, _contiguous_regions(body)),
+            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, contiguous),
                                 sequential, global_size, local_size, fallback=True))
     if one_launch:
         phases = _one_launch(phases, buffers, names)

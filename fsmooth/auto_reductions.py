@@ -105,12 +105,12 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     folds = [e for e in _top_level(entry.body) if isinstance(e, Ifold) or _map_of_folds(e)]
     if not folds:
         return AutoReductions(program, ())
-    if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(entry.body)):
+    if core.has_strategy(entry.body):
         return AutoReductions(program, ())  # the program's own strategy, its OpenCL as before
     if not options.auto_reductions:
         return AutoReductions(program, ("automatic reductions off (Options.auto_reductions)",))
     found, constraints = _reductions(program)
-    names = NameSupply([n for n, _ in entry.params] + [b for node in core.walk(entry.body) for b in core.binders_of(node)])
+    names = core.name_supply(entry)
     tuning = options.opencl_reduction
     device = options.opencl_device or GENERIC_GPU
     notes, rewritten = [], {}

@@ -486,15 +486,32 @@ def verify_anf(program: Program) -> None:
         _check_anf(k.body, k.name)
 
 
-def rewrite_entry(program: Program, rewrite) -> Program:
-    """``program`` with its entry kernel's body ``rewrite(body, names)``, ``names`` a
-    ``NameSupply`` that avoids the kernel's parameters and binders; ``program`` itself where the
-    rewrite returns the body it was given."""
+def let_chain(e: Expr) -> tuple[list[Let], Expr]:
+    """The lets at the top of ``e``, outermost first, and the expression they bind into."""
+    lets = []
+    while isinstance(e, Let):
+        lets.append(e)
+        e = e.body
+    return lets, e
+
+
+def has_strategy(e: Expr) -> bool:
+    """Whether ``e`` has a ``build`` with a strategy annotation (the user's OpenCL mapping)."""
+    return any(isinstance(node, Build) and node.strategy is not None for node in walk(e))
+
+
+def name_supply(k: KernelDef):
+    """A ``NameSupply`` of fresh names for ``k``: none of its parameters' or binders'."""
     from .names import NameSupply
 
+    return NameSupply([n for n, _ in k.params] + [b for node in walk(k.body) for b in binders_of(node)])
+
+
+def rewrite_entry(program: Program, rewrite) -> Program:
+    """``program`` with its entry kernel's body ``rewrite(body, names)``, ``names`` its
+    ``name_supply``; ``program`` itself where the rewrite returns the body it was given."""
     entry = program.main
-    names = NameSupply([n for n, _ in entry.params] + [b for node in walk(entry.body) for b in binders_of(node)])
-    body = rewrite(entry.body, names)
+    body = rewrite(entry.body, name_supply(entry))
     if body is entry.body:
         return program
     return dataclasses.replace(program, kernels={**program.kernels, entry.name: dataclasses.replace(entry, body=body)})

@@ -146,8 +146,10 @@ def _said(n: int | None) -> str:
     return f"symbolic (taken as {SYMBOLIC_SIZE})" if n is None else str(n)
 
 
-def _launch(device: DeviceDescription, work_items: float, steps: float) -> float:
-    return LAUNCH[device.kind] + max(1.0, work_items / device.lanes) * steps
+def _launch(device: DeviceDescription, work_items: float, steps: float, launched: bool = True) -> float:
+    """``work_items`` taking ``steps`` each, plus a launch where they are ``launched`` on their own
+    (not the part of a launch that its last group runs)."""
+    return (LAUNCH[device.kind] if launched else 0.0) + max(1.0, work_items / device.lanes) * steps
 
 
 def _own_row(device: DeviceDescription, elem_bytes: int, write: bool) -> float:
@@ -214,7 +216,7 @@ def choose_fold(count: int | None, device: DeviceDescription, local: int, width:
     E = local * width
     g = max(1, min(math.ceil(n / (E * items)), groups))
     phase1 = _launch(device, g * local, math.ceil(n / (g * local)) + _tree(device, E))
-    phase2 = _launch(device, local, math.ceil(g / E) + _tree(device, E)) - (LAUNCH[device.kind] if launches == 1 else 0)
+    phase2 = _launch(device, local, math.ceil(g / E) + _tree(device, E), launched=launches == 2)
     candidates = [Candidate("one work-item", None, LAUNCH[device.kind] + n),
                   Candidate("two-phase", local, phase1 + phase2)]
     return Choice(_cheapest(candidates), device, f"count {_said(count)}")

@@ -31,7 +31,7 @@ from typing import Mapping
 
 from . import prims
 from .core import (Build, Call, Expr, ForeignCall, Get, If, Ifold, Iscan, Lam, Length, Let, Lit, PrimApp, Var,
-                   children, free_vars, is_atom, map_children, walk)
+                   children, free_vars, has_strategy, is_atom, map_children, walk)
 from .types import Bool, Card, Double, Float, Index, Scalar
 
 _FAILING_PRIMITIVES = ("floordiv", "mod", "trunc_to_Index")
@@ -113,7 +113,7 @@ def _with_fn(loop: Build | Ifold, fn: Lam) -> Build | Ifold:
 def _movable(rhs: Expr, count: Expr, facts: _Facts) -> Expr | None:
     """What to bind before the loop in place of the invariant ``rhs``: itself, itself guarded
     by ``0 < count``, or None where it stays."""
-    if is_atom(rhs) or any(isinstance(t, Build) and t.strategy is not None for t in walk(rhs)):
+    if is_atom(rhs) or has_strategy(rhs):
         return None
     if (isinstance(count, Lit) and count.value > 0) or _cannot_fail(rhs, facts):
         return rhs

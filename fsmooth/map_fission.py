@@ -36,7 +36,7 @@ from .types import ArrayT, FunT, Index
 def map_fission(program: core.Program) -> core.Program:
     """``program`` (in ANF, its entry's calls inlined) with each heavy, iteration-sized map of a
     top-level fold's iteration moved out of the fold (module docstring)."""
-    if any(isinstance(node, Build) and node.strategy is not None for node in core.walk(program.main.body)):
+    if core.has_strategy(program.main.body):
         return program
     return core.rewrite_entry(program, _fission_chain)
 
@@ -70,7 +70,8 @@ def _move_maps(fold: Ifold, names: NameSupply):
     """The matrices built out of ``fold``'s iteration (name, ``build``) and the fold reading their
     rows; None where no map of its iteration qualifies."""
     (acc, _), (index, _) = fold.fn.params
-    lets = list(_lets(fold.fn.body))
+    chain, result = core.let_chain(fold.fn.body)
+    lets = [(let.name, let.rhs) for let in chain]
     matrices, moved, rows = [], set(), {}
     for position, (name, rhs) in enumerate(lets):
         if not _heavy_map(rhs) or acc in core.free_vars(rhs):
@@ -80,7 +81,7 @@ def _move_maps(fold: Ifold, names: NameSupply):
         if needed is None or any(acc in core.free_vars(r) for n, r in lets if n in needed):
             continue
         # what moves must be read by nothing that stays
-        staying = [r for n, r in lets if n not in needed and n != name] + [_result(fold.fn.body)]
+        staying = [r for n, r in lets if n not in needed and n != name] + [result]
         if any(needed & core.free_vars(r) for r in staying) or core.free_vars(rhs.size) & (inner | {index}):
             continue
         row_index = names.fresh(index)
@@ -97,18 +98,6 @@ def _move_maps(fold: Ifold, names: NameSupply):
         return None
     body = _rebuild(fold.fn.body, moved, rows)
     return matrices, replace(fold, fn=replace(fold.fn, body=body))
-
-
-def _lets(e: core.Expr):
-    while isinstance(e, Let):
-        yield e.name, e.rhs
-        e = e.body
-
-
-def _result(e: core.Expr) -> core.Expr:
-    while isinstance(e, Let):
-        e = e.body
-    return e
 
 
 def _needed(rhs: core.Expr, before: list, inner: set) -> set | None:

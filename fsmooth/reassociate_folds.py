@@ -43,10 +43,7 @@ def _regrouped(e: core.Expr, names: NameSupply) -> core.Expr:
 def _sum_of_state(body: core.Expr, acc: str, names: NameSupply) -> core.Expr | None:
     """The fold's body with its result ``acc ± t1 ± t2 …`` (single-use lets) as ``acc + (± t1 ± t2
     …)``; None where it is not such a chain, or is already ``acc + t``."""
-    lets, result = [], body
-    while isinstance(result, Let):
-        lets.append(result)
-        result = result.body
+    lets, result = core.let_chain(body)
     bound = {let.name: let.rhs for let in lets}
     uses = _uses(body)
     if isinstance(result, PrimApp):  # the body's value itself, named for the walk below
@@ -56,14 +53,13 @@ def _sum_of_state(body: core.Expr, acc: str, names: NameSupply) -> core.Expr | N
         top = result.name
     else:
         return None
-    terms = _terms(top, +1, bound, uses)
+    terms, consumed = _terms(top, +1, bound, uses)
     if terms is None or sum(1 for _, t in terms if isinstance(t, Var) and t.name == acc) != 1:
         return None
     sign, _ = next((s, t) for s, t in terms if isinstance(t, Var) and t.name == acc)
     others = [(s, t) for s, t in terms if not (isinstance(t, Var) and t.name == acc)]
     if sign != 1 or not others or (len(others) == 1 and others[0][0] == 1):
         return None  # acc - …, nothing else, or already acc + t
-    consumed = _chain_lets(top, bound, uses)
     ty = result.ty
     new_lets, total = [], None
     for s, t in others:
@@ -89,26 +85,18 @@ def _sum_of_state(body: core.Expr, acc: str, names: NameSupply) -> core.Expr | N
     return out
 
 
-def _terms(name: str, sign: int, bound: dict, uses: dict):
-    """The signed atoms whose sum the let ``name`` is, through single-use lets of + and -."""
-    rhs = bound.get(name)
-    match rhs:
+def _terms(name: str, sign: int, bound: dict, uses: dict) -> tuple[list | None, set]:
+    """The signed atoms whose sum the let ``name`` is, through single-use lets of + and -, and
+    those lets; (None, ∅) where ``name`` is no such let."""
+    match bound.get(name):
         case PrimApp("add" | "sub" as op, (left, right)) if uses.get(name, 0) <= 1:
-            parts = []
+            parts, through = [], {name}
             for operand, s in ((left, sign), (right, sign if op == "add" else -sign)):
-                inner = _terms(operand.name, s, bound, uses) if isinstance(operand, Var) else None
+                inner, lets = _terms(operand.name, s, bound, uses) if isinstance(operand, Var) else (None, set())
                 parts.extend(inner if inner is not None else [(s, operand)])
-            return parts
-    return None
-
-
-def _chain_lets(name: str, bound: dict, uses: dict) -> set:
-    """The lets that ``_terms`` looked through from ``name``."""
-    rhs = bound.get(name)
-    match rhs:
-        case PrimApp("add" | "sub", operands) if uses.get(name, 0) <= 1:
-            return {name}.union(*(_chain_lets(o.name, bound, uses) for o in operands if isinstance(o, Var)))
-    return set()
+                through |= lets
+            return parts, through
+    return None, set()
 
 
 def _uses(e: core.Expr) -> dict:
