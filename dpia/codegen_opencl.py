@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
+from fsmooth.cost_model import GENERIC_GPU, DeviceDescription
 from fsmooth import prims
 from fsmooth.artifact import result_components
 from fsmooth.errors import CompileError
@@ -70,7 +71,7 @@ from . import phrases as p
 from . import index_paths as paths
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
-from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, free_identifiers, plan_kernels
+from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, free_identifiers, nest_dimension, plan_kernels
 from .scan_opencl import emit_group_scan
 from .strategy_check import PARALLEL, private_count, root
 from .vectorize import VECTOR_OPS, Lanes
@@ -240,6 +241,7 @@ class _OpenCLEmitter(KernelEmitter):
         ``failing_before``: the earlier launches that can fail (their elements are tested first)."""
         k = self.k
         self.global_dims = len(phase.global_size)
+        self.dimensions = phase.dimensions
         self.handing_over = bool(phase.handover)
         params, args, env = [], [], {}
         for name, ty, _ in k.params:
@@ -466,10 +468,10 @@ class _OpenCLEmitter(KernelEmitter):
         return f"{get_id}({dim})", f"{get_size}({dim})"
 
     def _dimension(self, level: str) -> int:
-        """The NDRange dimension of a loop at ``level`` inside ``self.levels``: global loops
-        from the innermost, dimension 0 (``hoist_opencl._ndrange``)."""
+        """The NDRange dimension of a loop at ``level`` inside ``self.levels``: a global loop's
+        by its depth in the nest (``Phase.dimensions``)."""
         if level == "global":
-            return self.global_dims - 1 - self.levels.count(level)
+            return nest_dimension(self.levels.count(level), self.global_dims, self.dimensions)
         return self.levels.count(level)
 
     def _barrier_after(self, c: p.ParFor, env: dict, ranges) -> list[str]:
@@ -637,10 +639,12 @@ def show_program(plan: OpenCLPlan) -> str:
     return "\n".join(lines)
 
 
-def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True) -> OpenCLPlan:
+def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True,
+                device: DeviceDescription = GENERIC_GPU) -> OpenCLPlan:
     """The OpenCL kernels of ``prog``'s entry kernel (its callees are inlined into it), named
     after its exported name in ``module``; ``one_launch``: a two-phase reduction's phases in one
-    launch (``dpia.hoist_opencl``)."""
+    launch (``dpia.hoist_opencl``); ``device``: the one whose cost model shapes the launches of
+    nests of global loops."""
     k = prog.kernels[prog.entry]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
@@ -650,22 +654,26 @@ def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True)
     outputs = tuple(f"{base}{suffix}" for suffix, _, _ in components)
     taken = OPENCL_NAMES | params | symbols | {k.dest} | set(outputs)
     symbol = exported_name(module, k.name)
-    return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken), one_launch), outputs, frozenset(taken))
+    return OpenCLPlan(k, symbol, plan_kernels(k, symbol, set(taken), one_launch, device), outputs, frozenset(taken))
 
 
-NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group: 32 along the inner loop
+NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group where the program names its strategy
 
 
-def _work_groups(global_size: tuple) -> tuple[tuple, tuple]:
+def _work_groups(global_size: tuple, tile: tuple | None = None) -> tuple[tuple, tuple]:
     """(global size, local size) of a launch of global loops.  Left to the implementation, the
     local size must divide the global size: for a prime count of work-items, groups of one
     (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So each dimension is rounded up
     to whole groups of ``MAX_LOCAL`` work-items, the largest group hoist_opencl plans; the loops
     are strided, and a work-item past the end does no iteration.  A 2-D or 3-D launch takes
-    ``NESTED_LOCAL`` tiles: a row of 256 would leave most lanes idle where the inner size is
-    short (GMM's 25 components per point), and 32 consecutive elements still make whole
-    128-byte reads."""
-    local = (MAX_LOCAL,) if len(global_size) == 1 else NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL))
+    ``tile``, the cost model's choice where the program says nothing of its strategy
+    (``hoist_opencl._nest_shape``), else ``NESTED_LOCAL`` tiles: a row of 256 would leave most
+    lanes idle where the size along dimension 0 is short, and 32 consecutive elements still make
+    whole 128-byte reads."""
+    if len(global_size) == 1:
+        local = (MAX_LOCAL,)
+    else:
+        local = tile or NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL))
     return (tuple(sympy.Integer(l) * sympy.ceiling(g / l) if l > 1 else g for g, l in zip(global_size, local)),
             tuple(sympy.Integer(l) for l in local))
 
@@ -717,7 +725,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
         texts.append(text)
         global_size = tuple(sympy.sympify(n) for n in phase.global_size)
         if phase.local_size is None:
-            global_size, local = _work_groups(global_size)
+            global_size, local = _work_groups(global_size, phase.tile)
         else:
             local = tuple(sympy.sympify(n) for n in phase.local_size)
         launches.append(Launch(phase.name, args, global_size, local, phase.fallback))
@@ -740,6 +748,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
     buffers[status] = Buffer(status, "status", STATUS_ELEM, sympy.Integer(len(launches)))
     header = (f"/* Generated by fsmooth from the kernel '{k.name}': {len(launches)} OpenCL kernel(s), "
               f"run in order (see fsmooth/opencl_artifact.py). */\n")
+    notes = (*notes, *plan.notes)
     if notes:
         header += _strategy_comment(notes, launches)
     if foreign:  # fsmooth.foreign: their sources come last, so nothing in them changes the generated code

@@ -52,12 +52,14 @@ from dataclasses import dataclass, fields, replace
 
 import sympy
 
+from fsmooth.cost_model import GENERIC_GPU, DeviceDescription, Nest, choose_nest
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.opencl_artifact import STATUS_ELEM
 from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
+from .nest_accesses import global_nest
 from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
 
 MAX_LOCAL = 256
@@ -97,12 +99,20 @@ class Phase:
     counter: str | None = None
     groups: sympy.Expr | None = None  # with ``last``: the iterations of the body's workgroup loop
     last_group: str | None = None  # with ``last``: a 'local' buffer, whether this group took the last ticket
+    # a nest of global loops: the NDRange dimension of the loop at each depth (outermost first;
+    # None: the innermost is dimension 0, the next 1, ...) and the work-group's tile (None:
+    # ``codegen_opencl.NESTED_LOCAL``), the cost model's choice where the program says nothing
+    # (``_nest_shape``)
+    dimensions: tuple | None = None
+    tile: tuple | None = None
+    nest: Nest | None = None  # the nest the cost model priced for them
 
 
 @dataclass(frozen=True)
 class KernelPlan:
     phases: tuple  # Phase, in launch order
     buffers: dict  # name -> HoistedBuffer, in order of hoisting
+    notes: tuple = ()  # the launch shapes the cost model chose, and why (``_nest_shape``)
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,11 @@ class _Loop:
     level: str
 
 
-def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: bool = True) -> KernelPlan:
+def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: bool = True,
+                 device: DeviceDescription = GENERIC_GPU) -> KernelPlan:
     """``k``'s body as OpenCL kernels; ``taken``: names buffers must not have; ``one_launch``:
-    whether a two-phase reduction is one launch (module docstring)."""
+    whether a two-phase reduction is one launch (module docstring); ``device``: the device
+    whose cost model picks the launch shape of a nest of global loops."""
     sizes = frozenset(s.name for s in k.sizes)
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
     news, leaves = _spine(_forms(k.body))
@@ -148,24 +160,27 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
                     bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
                 else:
                     bodies[j] = _substitute(bodies[j], new.name, acc, exp)
-    phases = []
+    phases, notes = [], []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
+        said = not sequential and any(level_of(lp) is not None for lp in _all_loops(body))
         body = resolve_levels(body, outer, sizes if len(list(_loops_at_top(body))) == 1 else None)
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
         contiguous = _contiguous_regions(body)
-        hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous)
-        global_size, local_size = _ndrange(hoisted, sequential, sizes)
+        shape = {} if sequential or said else _nest_shape(body, device, notes)
+        hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous, shape.get("dimensions"))
+        global_size, local_size = _ndrange(hoisted, sequential, sizes, shape.get("dimensions"))
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
             phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
             continue
-        phases.append(Phase("", hoisted, sequential, global_size, local_size))
+        phases.append(Phase("", hoisted, sequential, global_size, local_size, **shape))
         fallback = _fallback(body, spaces)
         if fallback is not None:
-            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, contiguous),
-                                sequential, global_size, local_size, fallback=True))
+            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, contiguous,
+                                           shape.get("dimensions")),
+                                sequential, global_size, local_size, fallback=True, **shape))
     if one_launch:
         phases = _one_launch(phases, buffers, names)
     # the OpenCL kernels are named after the kernel's exported C name (dpia.emit.exported_name), a
@@ -176,7 +191,22 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         j += not ph.fallback
         stem = symbol if alone else f"{symbol}_{j}"
         named.append(replace(ph, name=f"{stem}_fallback_k" if ph.fallback else f"{stem}_k"))
-    return KernelPlan(tuple(named), buffers)
+    return KernelPlan(tuple(named), buffers, tuple(notes))
+
+
+def _nest_shape(body: p.Phrase, device: DeviceDescription, notes: list) -> dict:
+    """The launch shape of ``body`` where it is a nest of global loops of the default strategy:
+    the loop along the lanes and the tile that ``cost_model.choose_nest`` finds cheapest on
+    ``device`` (the ``Phase`` fields ``dimensions``, ``tile`` and ``nest``), with a note of the
+    choice; {} where it is not such a nest."""
+    nest = global_nest(body)
+    if nest is None:
+        return {}
+    choice = choose_nest(nest, device)
+    chosen = choice.chosen
+    notes.append(f"the nest of global loops over {', '.join(nest.loops)} runs {chosen.lanes} along the lanes "
+                 f"(NDRange dimension 0), in work-groups of {'×'.join(map(str, chosen.tile))} ({choice.explain()})")
+    return {"dimensions": chosen.dimensions, "tile": chosen.tile, "nest": nest}
 
 
 def _fallback(body: p.Phrase, spaces: dict) -> dict | None:
@@ -444,10 +474,10 @@ def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phras
 
 
 def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes,
-           contiguous: set) -> p.Phrase:
+           contiguous: set, dimensions: tuple | None = None) -> p.Phrase:
     match c:
         case p.New(name, data, body, offset) if offset is not None:
-            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous)
+            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous, dimensions)
             space = spaces.get(name, "global")
             if space == "private":
                 private_count(data)
@@ -466,26 +496,38 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
             if space == "global" and copies_of and all(lp.level == "global" for lp in copies_of) \
                     and name not in contiguous:
                 # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
-                # innermost global index runs over neighbours, then read neighbouring scalars in
-                # one access, where copies side by side cost a memory transaction per work-item
+                # NDRange dimension 0 runs over neighbours, then read neighbouring scalars in one
+                # access, where copies side by side cost a memory transaction per work-item; so
+                # the copies run over the loops from the highest dimension, dimension 0 fastest
+                depth_of = {lp.index: j for j, lp in enumerate(copies_of)}
+                lanes_last = sorted(copies_of, key=lambda lp: -nest_dimension(depth_of[lp.index], len(copies_of), dimensions))
+                linear = sympy.Integer(0)
+                for lp in lanes_last:
+                    linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
                 return _substitute(inner, name, *_views(buf, data, linear, copies))
             return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
-            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous))
+            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous, dimensions))
         case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
             for local in (*tiles, *sums):
                 data = local.type.data
                 buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
                 c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
-    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous), c)
+    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous, dimensions), c)
 
 
 # ----------------------------------------------------------------------------- NDRange
 
 
-def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
+def nest_dimension(depth: int, count: int, dimensions: tuple | None) -> int:
+    """The NDRange dimension of the global loop at ``depth`` of a nest of ``count``
+    (``Phase.dimensions``; None: the innermost is dimension 0)."""
+    return count - 1 - depth if dimensions is None else dimensions[depth]
+
+
+def _ndrange(body: p.Phrase, sequential: bool, sizes, dimensions: tuple | None = None) -> tuple:
     if sequential:
         return (sympy.Integer(1),), (sympy.Integer(1),)
     scan = next((c for c in p.walk(body) if isinstance(c, p.GroupScan)), None)
@@ -495,9 +537,10 @@ def _ndrange(body: p.Phrase, sequential: bool, sizes) -> tuple:
     if top.strategy.level == "global":
         dims: list = []
         _global_dims(body, 0, dims)
-        # the innermost loop is dimension 0, whose neighbouring work-items run together
-        # (a warp): its neighbouring elements are neighbours in memory
-        return tuple(_known(n, sizes) for n in reversed(dims)), None
+        # dimension 0's neighbouring work-items run together (a warp): by default the innermost
+        # loop, whose neighbouring elements are neighbours in memory (``Phase.dimensions``)
+        ordered = sorted(range(len(dims)), key=lambda depth: nest_dimension(depth, len(dims), dimensions))
+        return tuple(_known(dims[depth], sizes) for depth in ordered), None
     # a vectorised loop needs one work-item per vector
     widths = [-(-int(lp.size) // lp.strategy.width) for lp in _all_loops(top)
               if level_of(lp) == "local" and sympy.sympify(lp.size).is_Integer]

@@ -34,6 +34,31 @@ A symbolic size is decided when compiling, as the launch's shape is, taken to be
 ``SYMBOLIC_SIZE`` (sizes not known until the call are taken to be large); a constant is itself.
 The two-phase reduction's group count is still computed at launch from the sizes.
 
+A nest of global loops (a 2-D or 3-D NDRange: GMM's points × components, an image's rows ×
+columns) is priced per candidate launch shape (``choose_nest``): which loop runs along dimension 0
+(the lanes: ``simd_width`` consecutive work-items of dimension 0 are one warp) and the work-group's
+tile (``NEST_TILES``, at most ``max_work_group`` work-items).  A warp of a tile ``tx × ty`` spans
+``w0 = min(tx, simd_width)`` iterations of the lanes' loop and ``simd_width / w0`` of dimension 1's.
+Two things differ between candidates:
+
+- idle lanes: a warp with at least one iteration to run costs all its lanes; one past every
+  iteration exits at once.  So a launch runs ``ceil(n0 / w0) · ceil(n1 / (simd_width / w0)) · …``
+  warps of ``simd_width`` lanes (K = 5 components along the lanes leave 27 of 32 lanes idle;
+  along dimension 1 of a 32 × 8 tile, the 3 rows past them are warps that exit);
+- memory: each global read (and the nest's own write) of the body, as many times as the
+  sequential loops around it run (a symbolic trip count taken as ``SYMBOLIC_SIZE``), by how its
+  index depends on the lanes' loop (``Access``): not at all, one sector a warp (a broadcast);
+  as the last index, plus what does not depend on it, the warp's neighbouring elements
+  (coalesced: 1 step a lane); otherwise one sector a lane (``_own_row``; a row of a CPU
+  lane's own stays in its cache until it reads the rest of it).  Where the warp spans several
+  rows of dimension 1, each row's places are counted apart (whether the hardware merges equal
+  addresses across rows is not modelled: simple, and it keeps a tile narrower than a warp from
+  being chosen for that alone).
+
+The body's own computation is the same in every candidate (1 step).  Ties keep the order listed:
+the innermost loop along the lanes and a 32 × 8 tile first, the shape of every nest before this
+model (an image's columns along the lanes, reading neighbouring pixels).
+
 What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, loaded machine,
 device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
 16 per row, 1.8-3.2 ms with 256, 16-20 ms with a work-item per row; gemv at 4096² takes 5-8.5 ms
@@ -43,6 +68,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import sympy
 
 SYMBOLIC_SIZE = 2 ** 16  # a size not known when compiling, as the estimates take it
 LAUNCH = {"gpu": 1000.0, "cpu": 5000.0}  # lane steps a launch costs
@@ -224,3 +251,127 @@ def choose_fold(count: int | None, device: DeviceDescription, local: int, width:
 
 def _cheapest(candidates: list[Candidate]) -> tuple[Candidate, ...]:
     return tuple(sorted(candidates, key=lambda c: c.cost))  # stable: ties keep the order listed
+
+
+# A work-group's tile of a nest of global loops (along dimension 0, along dimension 1), the
+# first the shape every nest had before the model (``dpia.codegen_opencl.NESTED_LOCAL``).
+NEST_TILES = ((32, 8), (64, 4), (256, 1), (8, 32), (1, 256))
+
+PATTERNS = ("independent", "consecutive", "scattered")
+
+
+@dataclass(frozen=True)
+class Access:
+    """A global read, or the nest's write, in the body of a nest of global loops: how its index
+    depends on each loop of the nest, outermost first (one of ``PATTERNS``: not at all; as the
+    last index, plus what does not depend on it; otherwise), the trip counts of the sequential
+    loops around it in the body (sympy over the sizes, or None: read from data) and the bytes of
+    its element."""
+
+    what: str  # the array, as printed in ``explain``
+    patterns: tuple[str, ...]
+    trips: tuple
+    elem_bytes: int
+    write: bool = False
+
+    def times(self, at: dict) -> float:
+        """How many times one work-item makes the access, the sizes ``at`` (``_at``)."""
+        return float(math.prod(_at(n, at) for n in self.trips))
+
+    def __post_init__(self):
+        if any(pattern not in PATTERNS for pattern in self.patterns):
+            raise ValueError(f"Access.patterns must each be one of {PATTERNS}, not {self.patterns!r}")
+
+
+@dataclass(frozen=True)
+class Nest:
+    """A nest of global loops, outermost first: their indices, their sizes (sympy over the
+    kernel's sizes) and the global accesses of the body."""
+
+    loops: tuple[str, ...]
+    sizes: tuple
+    accesses: tuple[Access, ...]
+
+
+def _at(n, at: dict) -> int:
+    """The size ``n`` (sympy; None: read from data) at the sizes ``at`` (name -> value), a size
+    not given (or data) taken as ``SYMBOLIC_SIZE``."""
+    if n is None:
+        return SYMBOLIC_SIZE
+    n = sympy.sympify(n).subs({s: at[s.name] for s in sympy.sympify(n).free_symbols if s.name in at})
+    return int(n) if n.is_number else SYMBOLIC_SIZE
+
+
+@dataclass(frozen=True)
+class NestCandidate:
+    """One launch shape of a nest: the loop along dimension 0 (its depth, outermost 0), the order
+    of the NDRange dimensions of the loops (``dimensions[depth]``), the tile, the estimate."""
+
+    lanes: str
+    dimensions: tuple[int, ...]
+    tile: tuple[int, ...]
+    cost: float
+
+    def __str__(self) -> str:
+        return f"lanes over {self.lanes}, tile {'×'.join(map(str, self.tile))} ≈ {self.cost:.3g}"
+
+
+@dataclass(frozen=True)
+class NestChoice:
+    """The candidates estimated, cheapest first (ties: in the order listed)."""
+
+    candidates: tuple[NestCandidate, ...]
+    device: DeviceDescription
+    sizes: str
+
+    @property
+    def chosen(self) -> NestCandidate:
+        return self.candidates[0]
+
+    def explain(self) -> str:
+        return (f"cost model on {self.device}, {self.sizes}: "
+                + ", ".join(f"{c}{' (chosen)' if c is self.chosen else ''}" for c in self.candidates)
+                + " lane steps")
+
+
+def _access_steps(access: Access, lanes: int, w0: int, device: DeviceDescription) -> float:
+    """Steps of one lane for one ``access`` where the loop at depth ``lanes`` runs along the lanes,
+    a warp spanning ``w0`` of its iterations (and ``simd_width / w0`` rows)."""
+    warp = device.simd_width
+    rows = warp // w0
+    along = access.patterns[lanes]
+    if along == "scattered":
+        return _own_row(device, access.elem_bytes, access.write)
+    if device.kind == "cpu":  # a vector of the lanes: one load, or one broadcast load per row
+        return 1.0 if along == "consecutive" else rows / warp
+    sectors = rows * (1 if along == "independent" else math.ceil(w0 * access.elem_bytes / SECTOR_BYTES))
+    return sectors * SECTOR_BYTES / (warp * access.elem_bytes)
+
+
+def choose_nest(nest: Nest, device: DeviceDescription, at: dict | None = None) -> NestChoice:
+    """The launch shape of a nest of global loops (module docstring): each loop along the lanes,
+    the innermost first, times each tile of ``NEST_TILES`` that fits a work-group; the sizes
+    ``at`` (name -> value; by default, and for a size not given, ``SYMBOLIC_SIZE``)."""
+    at = at or {}
+    depth = len(nest.loops)
+    sizes = [_at(n, at) for n in nest.sizes]
+    warp = device.simd_width
+    candidates = []
+    for lanes in reversed(range(depth)):
+        # the other loops keep their order, the innermost of them dimension 1
+        rest = [d for d in reversed(range(depth)) if d != lanes]
+        order = [lanes, *rest]  # order[dim] = depth
+        dimensions = tuple(order.index(d) for d in range(depth))
+        for tile in NEST_TILES:
+            if tile[0] * tile[1] > device.max_work_group:
+                continue
+            w0 = min(tile[0], warp)
+            rows = max(1, warp // w0)
+            warps = math.ceil(sizes[lanes] / w0) * math.ceil(sizes[rest[0]] / rows) * math.prod(sizes[d] for d in rest[1:])
+            steps = 1.0 + sum(a.times(at) * _access_steps(a, lanes, w0, device) for a in nest.accesses)
+            candidates.append(NestCandidate(nest.loops[lanes], dimensions, tile + (1,) * (depth - 2),
+                                            _launch(device, warps * warp, steps)))
+    said = " × ".join(f"{loop} < {n} ({_at(n, at)})" for loop, n in zip(nest.loops, nest.sizes))
+    reads = ", ".join(f"{'writes' if a.write else 'reads'} {a.what} ({'/'.join(a.patterns)}) ×{a.times(at):.3g}"
+                      for a in nest.accesses)
+    return NestChoice(_cheapest(candidates), device, f"loops {said}, accesses {reads or 'none'}")

@@ -80,6 +80,7 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     """The OpenCL back end's passes: as for C up to DPS, with every call inlined, then accT/conT
     keeping the strategies, then OpenCL: the kernels planned (loop levels, hoisted buffers),
     vectorised, then printed."""
+    from fsmooth.cost_model import GENERIC_GPU
     from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
     from fsmooth.dpia.translate_strategies import strategy_program
     from fsmooth.dpia.vectorize import vectorize_plan
@@ -88,7 +89,8 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     return (*_front_passes(options, inline_every=True, target="opencl"),
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
-                                                                  options.opencl_reduction.launches == 1)),
+                                                                  options.opencl_reduction.launches == 1,
+                                                                  options.opencl_device or GENERIC_GPU)),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
                                                                  forms["auto_reductions"].notes)))

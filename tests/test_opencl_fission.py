@@ -64,10 +64,11 @@ def test_the_row_is_built_once_per_point_outside_the_fold():
 
 def test_gmm_scores_every_point_and_component_in_one_launch():
     """ADBench's GMM (d = 10, K = 25, n = 10,000): the per-point terms of every component are one
-    launch of 32 × 10,000 work-items (K rounded to a tile's 32); the fold over the points reads them."""
+    launch of 10,016 × 32 work-items (the points along the lanes, rounded to whole warps; K to a
+    tile's 8 rows: tests/test_opencl_nest_shape.py); the fold over the points reads them."""
     artifact = adbench_gmm.gmm_full_objective.opencl_artifact()
     sizes = dict(x_d0=10_000, x_d1=10, alphas_d0=25, means_d0=25, means_d1=10, icf_d0=25, icf_d1=55)
-    assert (32, 10_000) in _launch_sizes(artifact, **sizes)
+    assert (10_016, 32) in _launch_sizes(artifact, **sizes)
     assert "map_fission" in [p.name for p in opencl_passes(adbench_gmm.gmm_full_objective.options)]
 
 

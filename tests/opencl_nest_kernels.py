@@ -1,0 +1,43 @@
+"""Kernels for ``tests/test_opencl_nest_shape.py``: nests of global loops whose launch shape the
+cost model chooses (``fsmooth.cost_model.choose_nest``), with numpy oracles.  A module of its own
+so that a child process under Oclgrind imports them too."""
+import numpy as np
+
+import fsmooth as fs
+from fsmooth import Array, Double, build, ifold, length
+
+
+@fs.kernel
+def product_transposed(a: Array[Array[Double]], b: Array[Array[Double]]) -> Array[Array[Double]]:
+    """out[i][k] = a[k][i] · b[k][i]: the reads are consecutive along the outer loop."""
+    return build(length(a[0]), lambda i: build(length(a), lambda k: a[k][i] * b[k][i]))
+
+
+@fs.kernel
+def product_transposed_global(a: Array[Array[Double]], b: Array[Array[Double]]) -> Array[Array[Double]]:
+    """``product_transposed`` with its strategy written: both loops global."""
+    return fs.build_global(length(a[0]), lambda i: fs.build_global(length(a), lambda k: a[k][i] * b[k][i]))
+
+
+def product_transposed_oracle(a, b):
+    return (a * b).T
+
+
+@fs.kernel
+def centred_score(xi: Array[Double], ck: Array[Double], wk: Array[Double]) -> Double:
+    xc = build(length(xi), lambda l: xi[l] - ck[l])
+    return ifold(lambda s, l: s + xc[l] * ifold(lambda t, j: t + wk[j] * xc[j], 0.0, l), 0.0, length(xi))
+
+
+@fs.kernel
+def weighted_scores(x: Array[Array[Double]], c: Array[Array[Double]], w: Array[Array[Double]]) -> Array[Array[Double]]:
+    """GMM's shape: per point i and component k, the centred point x[i] - c[k] (a work-item's
+    intermediate of a symbolic size) and a triangle of component k's weights over it."""
+    return build(length(x), lambda i: build(length(c), lambda k: centred_score(x[i], c[k], w[k])))
+
+
+def weighted_scores_oracle(x, c, w):
+    xc = x[:, None, :] - c[None, :, :]  # n × K × d
+    strict = np.tril(np.ones((x.shape[1], x.shape[1])), -1)  # l > j
+    inner = np.einsum("kj,nkj,lj->nkl", w, xc, strict)
+    return np.sum(xc * inner, axis=2)

@@ -1,0 +1,147 @@
+"""The launch shape of a nest of global loops, the cost model's choice where the program says
+nothing (``fsmooth.cost_model.choose_nest``, ``dpia.nest_accesses``, ``dpia.hoist_opencl``):
+which loop runs along the lanes (NDRange dimension 0) and the work-group's tile.  GMM's scores
+run the points along the lanes (each lane of a warp reads the same component's Q_k: one
+broadcast, and no lane idles where K = 5), an image's columns stay along them in 32 × 8 tiles;
+an annotated nest keeps the innermost loop on dimension 0.  Results with the GPU's shape are the
+reference's and numpy's on Intel's CPU device, and Oclgrind finds no race or bad access."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import sympy
+
+import opencl_nest_kernels as nk
+from corpus import adbench_gmm, image
+from fsmooth.cost_model import GENERIC_GPU, LAUNCH, choose_nest
+from fsmooth.driver import opencl_passes, run_passes
+from fsmooth.dpia.codegen_opencl import strategy_comment
+from fsmooth.opencl_executable import OpenCLExecutable
+from opencl_oclgrind import run_under_oclgrind
+from test_adbench_corpus import gmm_args
+from test_corpus import assert_close
+
+
+@functools.cache
+def _trace(kernel):
+    """``kernel`` compiled for OpenCL with no device named: for ``GENERIC_GPU``, as
+    ``kernel.opencl_artifact()``."""
+    return run_passes(opencl_passes(kernel.options), kernel.program())
+
+
+def _nests(kernel) -> list:
+    """The nests of global loops the cost model priced, in launch order."""
+    return [phase.nest for phase in _trace(kernel).last("plan_opencl").kernels.phases if phase.nest is not None]
+
+
+def _launches_2d(artifact, **sizes) -> list[tuple]:
+    def at(e):
+        e = sympy.sympify(e)
+        return int(e.subs({s: sizes[s.name] for s in e.free_symbols}))
+    return [(tuple(map(at, launch.global_size)), tuple(map(at, launch.local_size)))
+            for launch in artifact.launches if len(launch.global_size) == 2]
+
+
+@pytest.mark.parametrize("n, d, k", [(10_000, 2, 5), (2_500_000, 2, 5), (10_000, 64, 200)])
+def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k):
+    (nest,) = [nest for nest in _nests(adbench_gmm.gmm_full_objective) if str(nest.sizes[0]) == "x_d0"]
+    points, components = nest.loops
+    sizes = dict(x_d0=n, x_d1=d, alphas_d0=k, means_d0=k, means_d1=d, icf_d0=k, icf_d1=d * (d + 1) // 2)
+    choice = choose_nest(nest, GENERIC_GPU, sizes)
+    assert (choice.chosen.lanes, choice.chosen.tile, choice.chosen.dimensions) == (points, (32, 8), (0, 1))
+    work = choice.chosen.cost - LAUNCH["gpu"]
+    along_components = min(c.cost for c in choice.candidates if c.lanes == components) - LAUNCH["gpu"]
+    # Q_k's triangle read by every lane of a warp (one sector), not 32 rows; with K = 5 no warp
+    # of 32 lanes over 5 components
+    assert along_components > 2 * work
+    patterns = {a.what: a.patterns for a in nest.accesses if not a.write}
+    assert patterns["icf"] == ("independent", "scattered") and patterns["x"] == ("scattered", "independent")
+    assert patterns["alphas"] == ("independent", "consecutive")
+
+
+def test_gmm_launch_runs_the_points_on_dimension_0_and_says_why():
+    artifact = _trace(adbench_gmm.gmm_full_objective).last("opencl")
+    sizes = dict(x_d0=10_000, x_d1=2, alphas_d0=5, means_d0=5, means_d1=2, icf_d0=5, icf_d1=3)
+    # q_diagonals (K × d, d along the lanes as before), then the scores: n = 10,000 points along
+    # the lanes (10,016: whole warps), K = 5 components in 8 rows of a tile (3 warps exit at once)
+    assert _launches_2d(artifact, **sizes) == [((32, 8), (32, 8)), ((10_016, 8), (32, 8))]
+    scores = artifact.source.split("_3_k(", 1)[1].split("__kernel", 1)[0]
+    assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
+    # what `fsmooth explain --stage opencl` prints first: the candidates, their costs, the choice
+    note = next(line for line in strategy_comment(artifact.source).splitlines() if "over i_1_1, k_2" in line)
+    assert "runs i_1_1 along the lanes (NDRange dimension 0), in work-groups of 32×8" in note
+    assert "reads icf (independent/scattered)" in note and "(chosen)" in note
+    assert "lanes over i_1_1, tile 32×8 ≈" in note and "lanes over k_2, tile 256×1 ≈" in note
+
+
+@pytest.mark.parametrize("n, k, d", [(1, 1, 1), (37, 5, 2), (300, 9, 6)])
+def test_gmm_with_the_gpu_shape_equals_reference_and_numpy(intel_cpu_context, n, k, d):
+    kernel = adbench_gmm.gmm_full_objective
+    executable = OpenCLExecutable(_trace(kernel).last("opencl"), intel_cpu_context, kernel.program().main.params)
+    args = gmm_args(np.random.default_rng(n + k + d), (n, k, d))
+    got = executable.call(*args)
+    scale = max(1.0, abs(adbench_gmm.np_gmm_full_objective(*args)))
+    assert_close(got, kernel.reference(*args), rtol=1e-10, atol=1e-10 * scale)
+    assert_close(got, adbench_gmm.np_gmm_full_objective(*args), rtol=1e-10, atol=1e-10 * scale)
+
+
+def test_an_image_blur_keeps_its_columns_along_the_lanes():
+    (nest,) = _nests(image.box_blur3)
+    rows, columns = nest.loops
+    choice = choose_nest(nest, GENERIC_GPU, dict(img_d0=4096, img_d1=4096))
+    assert (choice.chosen.lanes, choice.chosen.tile) == (columns, (32, 8))
+    work = choice.chosen.cost - LAUNCH["gpu"]
+    assert min(c.cost for c in choice.candidates if c.lanes == rows) - LAUNCH["gpu"] > 2 * work
+    (launch,) = _trace(image.box_blur3).last("opencl").launches
+    assert tuple(map(str, launch.global_size)) == ("32*ceiling(img_d1/32)", "8*ceiling(img_d0/8)")
+    assert launch.local_size == (32, 8)
+
+
+def test_the_outer_loop_runs_along_the_lanes_where_it_reads_consecutive_elements(intel_cpu_context):
+    """Lanes over i read a[k][i] and b[k][i] beside their neighbours' and write out[i][k] apart:
+    two coalesced reads and a scattered write, against two scattered reads.  The annotated nest
+    keeps the innermost loop on dimension 0."""
+    (launch,) = _trace(nk.product_transposed).last("opencl").launches
+    assert tuple(map(str, launch.global_size)) == ("32*ceiling(a_d1/32)", "8*ceiling(a_d0/8)")
+    (annotated,) = nk.product_transposed_global.opencl_artifact().launches
+    assert tuple(map(str, annotated.global_size)) == ("32*ceiling(a_d0/32)", "8*ceiling(a_d1/8)")
+    executable = OpenCLExecutable(_trace(nk.product_transposed).last("opencl"), intel_cpu_context,
+                                  nk.product_transposed.program().main.params)
+    rng = np.random.default_rng(4)
+    for shape in ((3, 0), (1, 1), (5, 37), (300, 9)):  # a[0] is read: one row at least
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        np.testing.assert_array_equal(executable.call(a, b), nk.product_transposed_oracle(a, b))
+        np.testing.assert_array_equal(np.array(nk.product_transposed.reference(a, b)).reshape(shape[::-1]),
+                                      nk.product_transposed_oracle(a, b))
+
+
+def test_a_work_items_intermediate_follows_the_lanes(intel_cpu_context):
+    """GMM's shape: the points along the lanes, the centred point of work-item (i, k) at
+    l·(n·K) + k·n + i, so that neighbouring lanes (i, i + 1) touch neighbouring doubles."""
+    artifact = _trace(nk.weighted_scores).last("opencl")
+    assert "i = get_global_id(0)" in artifact.source and "(i + (k * x_d0) + (c_d0 * l * x_d0))" in artifact.source
+    executable = OpenCLExecutable(artifact, intel_cpu_context, nk.weighted_scores.program().main.params)
+    rng = np.random.default_rng(6)
+    for n, k, d in ((0, 2, 3), (1, 1, 1), (33, 5, 2), (70, 9, 6)):
+        x, c, w = rng.standard_normal((n, d)), rng.standard_normal((k, d)), rng.standard_normal((k, d))
+        got = executable.call(x, c, w)
+        assert_close(got, np.asarray(nk.weighted_scores.reference(x, c, w)).reshape(n, k), rtol=1e-12, atol=1e-12)
+        assert_close(got, nk.weighted_scores_oracle(x, c, w), rtol=1e-12, atol=1e-12)
+
+
+def test_oclgrind_finds_no_race_or_bad_access():
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import opencl_nest_kernels as nk
+        from fsmooth.cost_model import GENERIC_GPU
+        rng = np.random.default_rng(2)
+        x, c, w = rng.standard_normal((37, 3)), rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+        got = nk.weighted_scores.with_options(opencl_device=GENERIC_GPU).opencl(x, c, w)
+        assert np.allclose(got, nk.weighted_scores_oracle(x, c, w), rtol=1e-12, atol=1e-12)
+        a, b = rng.standard_normal((9, 40)), rng.standard_normal((9, 40))
+        got = nk.product_transposed.with_options(opencl_device=GENERIC_GPU).opencl(a, b)
+        assert np.array_equal(got, nk.product_transposed_oracle(a, b))
+    """)
+    assert ok, report
