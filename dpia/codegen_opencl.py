@@ -71,7 +71,8 @@ from . import phrases as p
 from . import index_paths as paths
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
-from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, free_identifiers, nest_dimension, plan_kernels
+from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, nest_dimension, plan_kernels
+from .phrases import free_identifiers
 from .scan_opencl import emit_group_scan
 from .strategy_check import PARALLEL, private_count, root
 from .vectorize import VECTOR_OPS, Lanes

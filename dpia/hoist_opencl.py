@@ -60,6 +60,7 @@ from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
 from .nest_accesses import global_nest
+from .phrases import free_identifiers, loops_at_top
 from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
 
 MAX_LOCAL = 256
@@ -164,7 +165,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
         said = not sequential and any(level_of(lp) is not None for lp in _all_loops(body))
-        body = resolve_levels(body, outer, sizes if len(list(_loops_at_top(body))) == 1 else None)
+        body = resolve_levels(body, outer, sizes if len(list(loops_at_top(body))) == 1 else None)
         check_passive(body)
         regions = frozenset(n.name for n in _news(body) if n.arena_offset is not None)
         spaces = region_spaces(body, regions, outer)
@@ -248,7 +249,7 @@ def _one_launch(phases: list, buffers: dict, names: NameSupply) -> list:
             buffers[name] = replace(buffers[name], role="handover")
         last, tail = _reuse_locals(groups.body, (phase.body, phase.tail), buffers)
         # one group at least: the last group's body runs where the groups' loop has no iteration
-        iterations = sympy.sympify(next(_loops_at_top(groups.body)).size)
+        iterations = sympy.sympify(next(loops_at_top(groups.body)).size)
         size = groups.local_size[0] * sympy.Max(iterations, 1)
         joined[-1] = replace(groups, global_size=(size,), last=last, tail=tail, handover=handover,
                              counter=counter.name, groups=iterations, last_group=flag.name)
@@ -273,7 +274,7 @@ def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
 
 def _workgroup_launch(phase: Phase) -> bool:
     """A launch of a workgroup loop (a group per iteration), no scan."""
-    top = next(_loops_at_top(phase.body), None)
+    top = next(loops_at_top(phase.body), None)
     return (not phase.sequential and top is not None and level_of(top) == "workgroup"
             and not any(isinstance(c, p.GroupScan) for c in p.walk(phase.body)))
 
@@ -412,23 +413,6 @@ def _size_names(c: p.Phrase) -> set:
     return set().union(*(of(getattr(node, f.name)) for node in p.walk(c) for f in fields(node)))
 
 
-def free_identifiers(c: p.Phrase) -> set:
-    """The names ``c`` mentions: its identifiers and the symbols of its sizes."""
-    if isinstance(c, p.Ident):
-        return {c.name}
-    names = set()
-    match c:  # sizes mention scalars (an integer let used as a size)
-        case p.Shift(offset=e, stride=stride):
-            names |= {s.name for s in (sympy.sympify(e).free_symbols | sympy.sympify(stride).free_symbols)}
-        case p.NatExp(value=e):
-            names |= {s.name for s in sympy.sympify(e).free_symbols}
-        case p.ParFor(size=e):
-            names |= {s.name for s in sympy.sympify(e).free_symbols}
-    for ph in p.children(c):
-        names |= free_identifiers(ph)
-    return names
-
-
 # ----------------------------------------------------------------------------- hoisting
 
 
@@ -488,22 +472,19 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
             else:
                 copies_of = [lp for lp in loops if lp.level in PARALLEL]
             copies = math.prod((lp.size for lp in copies_of), start=sympy.Integer(1))
+            nest = bool(copies_of) and all(lp.level == "global" for lp in copies_of)
+            if nest:  # the enclosing global loops, outermost first: from the highest NDRange dimension
+                depth = {lp.index: j for j, lp in enumerate(copies_of)}
+                copies_of.sort(key=lambda lp: -nest_dimension(depth[lp.index], len(copies_of), dimensions))
             linear = sympy.Integer(0)
-            for lp in copies_of:  # row-major over the loops, outermost first
+            for lp in copies_of:  # row-major over the loops, dimension 0 (or the innermost) fastest
                 linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
             buf = _buffer(names, name, "local" if space == "local" else "temp", data, copies, sizes)
             buffers[buf.name] = buf
-            if space == "global" and copies_of and all(lp.level == "global" for lp in copies_of) \
-                    and name not in contiguous:
+            if space == "global" and nest and name not in contiguous:
                 # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
                 # NDRange dimension 0 runs over neighbours, then read neighbouring scalars in one
-                # access, where copies side by side cost a memory transaction per work-item; so
-                # the copies run over the loops from the highest dimension, dimension 0 fastest
-                depth_of = {lp.index: j for j, lp in enumerate(copies_of)}
-                lanes_last = sorted(copies_of, key=lambda lp: -nest_dimension(depth_of[lp.index], len(copies_of), dimensions))
-                linear = sympy.Integer(0)
-                for lp in lanes_last:
-                    linear = linear * lp.size + sympy.Symbol(lp.index, integer=True)
+                # access, where copies side by side cost a memory transaction per work-item
                 return _substitute(inner, name, *_views(buf, data, linear, copies))
             return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
         case p.ParFor(size, _, index, _, _, body, strategy):
@@ -533,7 +514,7 @@ def _ndrange(body: p.Phrase, sequential: bool, sizes, dimensions: tuple | None =
     scan = next((c for c in p.walk(body) if isinstance(c, p.GroupScan)), None)
     if scan is not None:
         return (_known(scan.groups, sizes) * scan.local,), (sympy.Integer(scan.local),)
-    top = next(_loops_at_top(body))
+    top = next(loops_at_top(body))
     if top.strategy.level == "global":
         dims: list = []
         _global_dims(body, 0, dims)
@@ -556,14 +537,6 @@ def _known(n, sizes) -> sympy.Expr:
         raise CompileError(f"a parallel loop of {n} iterations: the NDRange needs sizes known from the "
                            f"input sizes, not {', '.join(sorted(unknown))}")
     return n
-
-
-def _loops_at_top(c: p.Phrase):
-    if isinstance(c, p.ParFor):
-        yield c
-        return
-    for ph in p.children(c):
-        yield from _loops_at_top(ph)
 
 
 def _all_loops(c: p.Phrase):

@@ -19,6 +19,8 @@ its row-major result, is consecutive along the innermost loop where the element 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sympy
 
 from fsmooth.cost_model import Access, Nest
@@ -31,25 +33,23 @@ from .strategy_check import level_of, root
 def global_nest(body: p.Phrase) -> Nest | None:
     """The nest of global loops that is ``body``'s one top-level loop, or None where there are
     fewer than two or the body is not one loop."""
-    tops = list(_loops_at_top(body))
+    tops = list(p.loops_at_top(body))
     if len(tops) != 1 or level_of(tops[0]) != "global":
         return None
     chain = [tops[0]]
     while True:
-        inner = [lp for lp in _loops_at_top(chain[-1].body) if level_of(lp) == "global"]
+        inner = [lp for lp in p.loops_at_top(chain[-1].body) if level_of(lp) == "global"]
         if len(inner) != 1:
             break
         chain.append(inner[0])
     if len(chain) < 2:
         return None
     top = chain[0]
-    bound = {top.out} | {n for ph in p.walk(top.body) for n in _binds(ph)}
     indices = tuple(lp.index for lp in chain)
-    depends = {i: _dependents(top.body, i) for i in indices}
-    definitions = _definitions(top.body)
+    nest = _Nest(indices, frozenset({top.out} | {n for ph in p.walk(top.body) for n in _binds(ph)}),
+                 {i: _dependents(top.body, i) for i in indices}, _definitions(top.body))
     accesses: list[Access] = []
-    _reads(top.body, (), {lp.index: sympy.sympify(lp.size) for lp in chain}, frozenset(indices), bound, indices,
-           depends, definitions, accesses)
+    _reads(top.body, (), {lp.index: sympy.sympify(lp.size) for lp in chain}, nest, accesses)
     leaf = chain[-1]
     scalars = sympy.sympify(p.elements(leaf.elem))
     elem = _scalar_bytes(leaf.elem)
@@ -61,12 +61,14 @@ def global_nest(body: p.Phrase) -> Nest | None:
     return Nest(indices, sizes, tuple(accesses))
 
 
-def _loops_at_top(c: p.Phrase):
-    if isinstance(c, p.ParFor):
-        yield c
-        return
-    for ph in p.children(c):
-        yield from _loops_at_top(ph)
+@dataclass(frozen=True)
+class _Nest:
+    """What the reads of a nest's body are read against."""
+
+    indices: tuple  # the nest's loop indices, outermost first
+    bound: frozenset  # the names the nest binds: its work-items' own
+    dependents: dict  # loop index -> it and the scalars computed from it (``_dependents``)
+    definitions: dict  # scalar -> its one value (``_definitions``)
 
 
 def _binds(ph: p.Phrase):
@@ -88,12 +90,6 @@ def _scalar_bytes(d: p.Data) -> int | None:
     return None  # a record: its components' places are apart
 
 
-def _names(ph: p.Phrase) -> set:
-    """The identifiers and size symbols ``ph`` mentions."""
-    from .hoist_opencl import free_identifiers
-    return free_identifiers(ph)
-
-
 def _definitions(body: p.Phrase) -> dict:
     """Each scalar ``body`` assigns exactly once, to what (a let's value: an index computed before
     a read, a clamped coordinate)."""
@@ -106,7 +102,7 @@ def _definitions(body: p.Phrase) -> dict:
 
 def _dependents(body: p.Phrase, index: str) -> frozenset:
     """``index`` and the scalars ``body`` assigns from it, directly or through one another."""
-    assigns = [(c.acc.name, _names(c.exp)) for c in p.walk(body)
+    assigns = [(c.acc.name, p.free_identifiers(c.exp)) for c in p.walk(body)
                if isinstance(c, p.Assign) and isinstance(c.acc, p.Ident)]
     found, grew = {index}, True
     while grew:
@@ -118,13 +114,12 @@ def _dependents(body: p.Phrase, index: str) -> frozenset:
     return frozenset(found)
 
 
-def _reads(c: p.Phrase, trips: tuple, counts: dict, nest: frozenset, bound: set, indices: tuple, depends: dict,
-           definitions: dict, out: list):
+def _reads(c: p.Phrase, trips: tuple, counts: dict, nest: _Nest, out: list):
     """Append to ``out`` each global read of ``c``, inside sequential loops of ``trips`` (sympy,
     None where not a size); ``counts``: the trip count of each enclosing loop by its index, which
     bounds a count that is that index (a triangle's row)."""
     def within(ph, inner_trips=trips, inner_counts=counts):
-        _reads(ph, inner_trips, inner_counts, nest, bound, indices, depends, definitions, out)
+        _reads(ph, inner_trips, inner_counts, nest, out)
 
     match c:
         case p.For(count, index, body):
@@ -134,7 +129,7 @@ def _reads(c: p.Phrase, trips: tuple, counts: dict, nest: frozenset, bound: set,
         case p.ParFor(size=size, acc=acc, body=body, index=index):
             _acceptor_reads(acc, within)
             size = _bound(sympy.sympify(size), counts)
-            within(body, trips if index in nest else trips + (size,), {**counts, index: size})
+            within(body, trips if index in nest.indices else trips + (size,), {**counts, index: size})
         case p.Assign(acc, exp):
             _acceptor_reads(acc, within)
             within(exp)
@@ -143,12 +138,13 @@ def _reads(c: p.Phrase, trips: tuple, counts: dict, nest: frozenset, bound: set,
             while isinstance(base, p.Idx):
                 chain.insert(0, base.index)
                 base = base.arr
-            root = _root(base)
+            array = root(base)
             elem = _scalar_bytes(c.elem) if isinstance(c.elem, (p.Num, p.Vec)) else None
-            if root is not None and root not in bound and elem is not None:
-                offsets = _shift_names(base)
-                patterns = tuple(_pattern(chain, offsets, i, depends[i], definitions) for i in indices)
-                out.append(Access(root, patterns, trips, elem))
+            if array is not None and array not in nest.bound and elem is not None:
+                offsets = p.free_identifiers(base) - {array}  # a view's offset and stride
+                patterns = tuple(_pattern(chain, offsets, i, nest.dependents[i], nest.definitions)
+                                 for i in nest.indices)
+                out.append(Access(array, patterns, trips, elem))
             for index in chain:
                 within(index)
         case _:
@@ -183,26 +179,8 @@ def _bound(n: sympy.Expr, counts: dict) -> sympy.Expr | None:
     return n
 
 
-def _root(base: p.Phrase) -> str | None:
-    match base:
-        case p.Ident(name):
-            return name
-        case p.Shift(base=inner):
-            return _root(inner)
-    return None
-
-
-def _shift_names(base: p.Phrase) -> set:
-    """The names the offsets and strides of ``base``'s views mention."""
-    names: set = set()
-    while isinstance(base, p.Shift):
-        names |= {s.name for s in sympy.sympify(base.offset).free_symbols | sympy.sympify(base.stride).free_symbols}
-        base = base.base
-    return names
-
-
 def _pattern(chain: list, offsets: set, index: str, dependents: frozenset, definitions: dict) -> str:
-    uses = [bool(_names(e) & dependents) for e in chain]
+    uses = [bool(p.free_identifiers(e) & dependents) for e in chain]
     if not any(uses) and not offsets & dependents:
         return "independent"
     if not any(uses[:-1]) and not offsets & dependents and _unit_stride(chain[-1], index, dependents, definitions):
@@ -214,7 +192,7 @@ def _unit_stride(e: p.Phrase, index: str, dependents: frozenset, definitions: di
     """``e`` is ``index`` plus or minus, or clamped by, what does not depend on it (through the
     scalars assigned once: ``definitions``)."""
     def free(ph):
-        return not _names(ph) & dependents
+        return not p.free_identifiers(ph) & dependents
 
     def unit(ph):
         return _unit_stride(ph, index, dependents, definitions)

@@ -548,6 +548,32 @@ map_children = _traversal.map_children
 walk = _traversal.walk
 
 
+def loops_at_top(c: Phrase):
+    """The ``parfor``s of ``c`` that no other ``parfor`` of ``c`` encloses."""
+    if isinstance(c, ParFor):
+        yield c
+        return
+    for ph in children(c):
+        yield from loops_at_top(ph)
+
+
+def free_identifiers(c: Phrase) -> set:
+    """The names ``c`` mentions: its identifiers and the symbols of its sizes."""
+    if isinstance(c, Ident):
+        return {c.name}
+    names = set()
+    match c:  # sizes mention scalars (an integer let used as a size)
+        case Shift(offset=e, stride=stride):
+            names |= {s.name for s in (sympy.sympify(e).free_symbols | sympy.sympify(stride).free_symbols)}
+        case NatExp(value=e):
+            names |= {s.name for s in sympy.sympify(e).free_symbols}
+        case ParFor(size=e):
+            names |= {s.name for s in sympy.sympify(e).free_symbols}
+    for ph in children(c):
+        names |= free_identifiers(ph)
+    return names
+
+
 def seq(*cmds: Phrase) -> Phrase:
     flat: list = []
     for c in cmds:

@@ -40,7 +40,7 @@ from fsmooth.types import ArrayT, Double, Float, Index
 from . import index_paths as paths
 from . import phrases as p
 from .index_paths import Alias, BufferVariable, RecordVariable, ScalarVariable, SymbolicInteger, index_symbol
-from .hoist_opencl import free_identifiers
+from .phrases import free_identifiers
 
 if TYPE_CHECKING:
     from .codegen_opencl import OpenCLPlan

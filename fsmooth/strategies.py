@@ -24,7 +24,8 @@ lane, with its checks, so the result is always the build's.
 
 A program with no annotations gets the default strategy (``dpia.strategy_check``): its
 outermost builds global, and with them a build nested alone in one (an image's columns) where
-the launch knows its size, the other ones inside sequential, scalars private, array intermediates private where they are one
+the launch knows its size (which of them runs along the lanes, and the work-group's tile, are
+``fsmooth.cost_model.choose_nest``'s choice), the other ones inside sequential, scalars private, array intermediates private where they are one
 work-item's own and small (``dpia.strategy_check.private_by_default``), else in global memory.  Index
 arithmetic takes the place of split/join: ``build_workgroup(g, lambda w: build_local(l,
 lambda t: ... x[w * l + t] ...))`` is ``mapWorkgroup(mapLocal(...)) ∘ split l``.

@@ -10,7 +10,6 @@ import pytest
 import sympy
 
 import opencl_fission_kernels as fk
-from corpus import adbench_gmm
 from fsmooth import core
 from fsmooth.driver import opencl_passes, run_passes
 from opencl_oclgrind import run_under_oclgrind
@@ -60,16 +59,6 @@ def test_the_row_is_built_once_per_point_outside_the_fold():
     assert (32 * 4, 8 * 125) in sizes  # m = 100 components × n = 1000 points
     unmoved = _trace(fk.row_logsumexp, map_fission=False).last("map_fission")
     assert _builds_of_builds(unmoved) == []
-
-
-def test_gmm_scores_every_point_and_component_in_one_launch():
-    """ADBench's GMM (d = 10, K = 25, n = 10,000): the per-point terms of every component are one
-    launch of 10,016 × 32 work-items (the points along the lanes, rounded to whole warps; K to a
-    tile's 8 rows: tests/test_opencl_nest_shape.py); the fold over the points reads them."""
-    artifact = adbench_gmm.gmm_full_objective.opencl_artifact()
-    sizes = dict(x_d0=10_000, x_d1=10, alphas_d0=25, means_d0=25, means_d1=10, icf_d0=25, icf_d1=55)
-    assert (10_016, 32) in _launch_sizes(artifact, **sizes)
-    assert "map_fission" in [p.name for p in opencl_passes(adbench_gmm.gmm_full_objective.options)]
 
 
 def test_a_work_items_intermediate_is_interleaved(intel_cpu_context):

@@ -62,11 +62,16 @@ def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k):
 
 
 def test_gmm_launch_runs_the_points_on_dimension_0_and_says_why():
+    """The per-point terms of every component (map_fission moved them out of the fold over the
+    points) are one launch, the points along the lanes."""
     artifact = _trace(adbench_gmm.gmm_full_objective).last("opencl")
+    assert "map_fission" in [p.name for p in opencl_passes(adbench_gmm.gmm_full_objective.options)]
     sizes = dict(x_d0=10_000, x_d1=2, alphas_d0=5, means_d0=5, means_d1=2, icf_d0=5, icf_d1=3)
     # q_diagonals (K × d, d along the lanes as before), then the scores: n = 10,000 points along
     # the lanes (10,016: whole warps), K = 5 components in 8 rows of a tile (3 warps exit at once)
     assert _launches_2d(artifact, **sizes) == [((32, 8), (32, 8)), ((10_016, 8), (32, 8))]
+    sizes = dict(x_d0=10_000, x_d1=10, alphas_d0=25, means_d0=25, means_d1=10, icf_d0=25, icf_d1=55)
+    assert _launches_2d(artifact, **sizes)[1] == ((10_016, 32), (32, 8))
     scores = artifact.source.split("_3_k(", 1)[1].split("__kernel", 1)[0]
     assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
     # what `fsmooth explain --stage opencl` prints first: the candidates, their costs, the choice
