@@ -661,22 +661,39 @@ def plan_opencl(prog: p.ImperativeProgram, module: str, one_launch: bool = True,
 NESTED_LOCAL = (32, MAX_LOCAL // 32)  # a 2-D launch's work-group where the program names its strategy
 
 
-def _work_groups(global_size: tuple, tile: tuple | None = None) -> tuple[tuple, tuple]:
+def _work_groups(global_size: tuple, tiles: tuple | None = None) -> tuple[tuple, tuple]:
     """(global size, local size) of a launch of global loops.  Left to the implementation, the
     local size must divide the global size: for a prime count of work-items, groups of one
     (NVIDIA's, for BA's 5,001,946 observations: groups of two).  So each dimension is rounded up
     to whole groups of ``MAX_LOCAL`` work-items, the largest group hoist_opencl plans; the loops
-    are strided, and a work-item past the end does no iteration.  A 2-D or 3-D launch takes
-    ``tile``, the cost model's choice where the program says nothing of its strategy
-    (``hoist_opencl._nest_shape``), else ``NESTED_LOCAL`` tiles: a row of 256 would leave most
-    lanes idle where the size along dimension 0 is short, and 32 consecutive elements still make
-    whole 128-byte reads."""
+    are strided, and a work-item past the end does no iteration.  A 2-D or 3-D launch takes the
+    least padded of ``tiles`` for the call's sizes (the first of equals), the cost model's choice
+    where the program says nothing of its strategy (``hoist_opencl._nest_shape``), else
+    ``NESTED_LOCAL`` tiles: a row of 256 would leave most lanes idle where the size along
+    dimension 0 is short, and 32 consecutive elements still make whole 128-byte reads."""
     if len(global_size) == 1:
-        local = (MAX_LOCAL,)
+        tiles = ((MAX_LOCAL,),)
     else:
-        local = tile or NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL))
-    return (tuple(sympy.Integer(l) * sympy.ceiling(g / l) if l > 1 else g for g, l in zip(global_size, local)),
-            tuple(sympy.Integer(l) for l in local))
+        tiles = tiles or (NESTED_LOCAL + (1,) * (len(global_size) - len(NESTED_LOCAL)),)
+
+    def rounded(tile) -> tuple:
+        return tuple(sympy.Integer(l) * sympy.ceiling(g / l) if l > 1 else g for g, l in zip(global_size, tile))
+
+    def padded(tile) -> sympy.Expr:
+        return sympy.Mul(*rounded(tile))
+
+    # the first tile that pads no more than every one after it (a Piecewise takes the first case
+    # that holds): the least padded, the first of equals
+    cases = [(tile, sympy.And(*(padded(tile) <= padded(other) for other in tiles[j + 1:])))
+             for j, tile in enumerate(tiles)]
+
+    def launch_time(values) -> sympy.Expr:
+        return sympy.Piecewise(*((value, cond) for value, (_, cond) in zip(values[:-1], cases)), (values[-1], True))
+
+    if len(tiles) == 1:
+        return rounded(tiles[0]), tuple(sympy.Integer(l) for l in tiles[0])
+    return (tuple(launch_time([rounded(t)[d] for t in tiles]) for d in range(len(global_size))),
+            tuple(launch_time([sympy.Integer(t[d]) for t in tiles]) for d in range(len(global_size))))
 
 
 def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
@@ -726,7 +743,7 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
         texts.append(text)
         global_size = tuple(sympy.sympify(n) for n in phase.global_size)
         if phase.local_size is None:
-            global_size, local = _work_groups(global_size, phase.tile)
+            global_size, local = _work_groups(global_size, phase.tiles)
         else:
             local = tuple(sympy.sympify(n) for n in phase.local_size)
         launches.append(Launch(phase.name, args, global_size, local, phase.fallback))

@@ -101,11 +101,11 @@ class Phase:
     groups: sympy.Expr | None = None  # with ``last``: the iterations of the body's workgroup loop
     last_group: str | None = None  # with ``last``: a 'local' buffer, whether this group took the last ticket
     # a nest of global loops: the NDRange dimension of the loop at each depth (outermost first;
-    # None: the innermost is dimension 0, the next 1, ...) and the work-group's tile (None:
-    # ``codegen_opencl.NESTED_LOCAL``), the cost model's choice where the program says nothing
-    # (``_nest_shape``)
+    # None: the innermost is dimension 0, the next 1, ...) and the work-group tiles the launch
+    # picks among, the least padded for the call's sizes (None: ``codegen_opencl.NESTED_LOCAL``),
+    # the cost model's choice where the program says nothing (``_nest_shape``)
     dimensions: tuple | None = None
-    tile: tuple | None = None
+    tiles: tuple | None = None
     nest: Nest | None = None  # the nest the cost model priced for them
 
 
@@ -198,16 +198,18 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
 def _nest_shape(body: p.Phrase, device: DeviceDescription, notes: list) -> dict:
     """The launch shape of ``body`` where it is a nest of global loops of the default strategy:
     the loop along the lanes and the tile that ``cost_model.choose_nest`` finds cheapest on
-    ``device`` (the ``Phase`` fields ``dimensions``, ``tile`` and ``nest``), with a note of the
+    ``device`` (the ``Phase`` fields ``dimensions``, ``tiles`` and ``nest``), with a note of the
     choice; {} where it is not such a nest."""
     nest = global_nest(body)
     if nest is None:
         return {}
     choice = choose_nest(nest, device)
     chosen = choice.chosen
+    tiles = [" × ".join(map(str, tile)) for tile in choice.launch_tiles]
+    groups = tiles[0] if len(tiles) == 1 else f"the least padded for the call's sizes of {', '.join(tiles)}"
     notes.append(f"the nest of global loops over {', '.join(nest.loops)} runs {chosen.lanes} along the lanes "
-                 f"(NDRange dimension 0), in work-groups of {'×'.join(map(str, chosen.tile))} ({choice.explain()})")
-    return {"dimensions": chosen.dimensions, "tile": chosen.tile, "nest": nest}
+                 f"(NDRange dimension 0), in work-groups of {groups} ({choice.explain()})")
+    return {"dimensions": chosen.dimensions, "tiles": choice.launch_tiles, "nest": nest}
 
 
 def _fallback(body: p.Phrase, spaces: dict) -> dict | None:

@@ -41,10 +41,9 @@ tile (``NEST_TILES``, at most ``max_work_group`` work-items).  A warp of a tile 
 ``w0 = min(tx, simd_width)`` iterations of the lanes' loop and ``simd_width / w0`` of dimension 1's.
 Two things differ between candidates:
 
-- idle lanes: a warp with at least one iteration to run costs all its lanes; one past every
-  iteration exits at once.  So a launch runs ``ceil(n0 / w0) · ceil(n1 / (simd_width / w0)) · …``
-  warps of ``simd_width`` lanes (K = 5 components along the lanes leave 27 of 32 lanes idle;
-  along dimension 1 of a 32 × 8 tile, the 3 rows past them are warps that exit);
+- idle lanes: a launch runs ``ceil(n0 / tx) · tx × ceil(n1 / ty) · ty × …`` work-items, those
+  past the sizes holding their lanes while their group runs (K = 5 components along the lanes
+  leave 27 of 32 lanes idle; along dimension 1 of a 32 × 8 tile, 3 rows of 8);
 - memory: each global read (and the nest's own write) of the body, as many times as the
   sequential loops around it run (a symbolic trip count taken as ``SYMBOLIC_SIZE``), by how its
   index depends on the lanes' loop (``Access``): not at all, one sector a warp (a broadcast);
@@ -57,7 +56,15 @@ Two things differ between candidates:
 
 The body's own computation is the same in every candidate (1 step).  Ties keep the order listed:
 the innermost loop along the lanes and a 32 × 8 tile first, the shape of every nest before this
-model (an image's columns along the lanes, reading neighbouring pixels).
+model (an image's columns along the lanes, reading neighbouring pixels).  The tiles whose rows are
+whole warps (``tx`` a multiple of ``simd_width``) read alike, so only their padding tells them
+apart, and it depends on sizes that may be known only at the call: where the chosen tile is one of
+them and an outer loop runs along the lanes, the launch takes the least padded of them for the
+call's sizes, the first of equals (``NestChoice.launch_tiles``; the kernel's text does not depend
+on its tile): dimension 1 is then the inner loop, which may be short (GMM's K = 5 components:
+256 × 1, no row of a tile idle; K = 200: 32 × 8).  Where the innermost loop runs along the lanes
+(an image's columns) the tile stays the one chosen, 32 × 8: its rows share a stencil's pixels
+through the cache, which the model does not price.
 
 What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, loaded machine,
 device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
@@ -328,6 +335,19 @@ class NestChoice:
     def chosen(self) -> NestCandidate:
         return self.candidates[0]
 
+    @property
+    def launch_tiles(self) -> tuple[tuple[int, ...], ...]:
+        """The tiles the launch picks among for the call's sizes (module docstring), in the
+        order of ``NEST_TILES``: the chosen one where its rows are not whole warps."""
+        def whole_warps(tile) -> bool:
+            return tile[0] % self.device.simd_width == 0
+
+        innermost_along_lanes = self.chosen.dimensions[-1] == 0
+        if innermost_along_lanes or not whole_warps(self.chosen.tile):
+            return (self.chosen.tile,)
+        return tuple(c.tile for c in sorted(self.candidates, key=lambda c: NEST_TILES.index(c.tile[:2]))
+                     if c.dimensions == self.chosen.dimensions and whole_warps(c.tile))
+
     def explain(self) -> str:
         return (f"cost model on {self.device}, {self.sizes}: "
                 + ", ".join(f"{c}{' (chosen)' if c is self.chosen else ''}" for c in self.candidates)
@@ -366,11 +386,11 @@ def choose_nest(nest: Nest, device: DeviceDescription, at: dict | None = None) -
             if tile[0] * tile[1] > device.max_work_group:
                 continue
             w0 = min(tile[0], warp)
-            rows = max(1, warp // w0)
-            warps = math.ceil(sizes[lanes] / w0) * math.ceil(sizes[rest[0]] / rows) * math.prod(sizes[d] for d in rest[1:])
+            work_items = (math.ceil(sizes[lanes] / tile[0]) * tile[0] * math.ceil(sizes[rest[0]] / tile[1]) * tile[1]
+                          * math.prod(sizes[d] for d in rest[1:]))
             steps = 1.0 + sum(a.times(at) * _access_steps(a, lanes, w0, device) for a in nest.accesses)
             candidates.append(NestCandidate(nest.loops[lanes], dimensions, tile + (1,) * (depth - 2),
-                                            _launch(device, warps * warp, steps)))
+                                            _launch(device, work_items, steps)))
     said = " × ".join(f"{loop} < {n} ({_at(n, at)})" for loop, n in zip(nest.loops, nest.sizes))
     reads = ", ".join(f"{'writes' if a.write else 'reads'} {a.what} ({'/'.join(a.patterns)}) ×{a.times(at):.3g}"
                       for a in nest.accesses)

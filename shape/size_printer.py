@@ -64,6 +64,7 @@ class SizeTarget:
     negation: str
     true: str
     false: str
+    select: str  # {1} where the condition {0} holds, else {2} (sympy.Piecewise)
     # where the divisor is a constant 2**k (k >= 1), any quotient above (exact, floor, proven
     # nonnegative) as {0} shifted right by k = {1}, and any remainder (modulo, truncating modulo)
     # as {0} masked by 2**k - 1 = {1}; None: the templates above
@@ -86,6 +87,7 @@ C = SizeTarget(
     maximum="fs_max_i64({0}, {1})", minimum="fs_min_i64({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
     conjunction="{0} && {1}", disjunction="{0} || {1}", negation="(!{0})", true="1", false="0",
+    select="({0} ? {1} : {2})",
     # floor(a / 2**k) and Python's a % 2**k for every a, neither overflowing nor testing a sign
     # (clib/fsmooth_scalar.h: an arithmetic shift and a mask)
     shift_quotient="fs_shift_floor_i64({0}, {1})", mask_modulo="fs_mask_mod_i64({0}, {1})",
@@ -106,6 +108,9 @@ C_CHECKED = dataclasses.replace(
         (sympy.GreaterThan, "ge"), (sympy.StrictGreaterThan, "gt"), (sympy.LessThan, "le"),
         (sympy.StrictLessThan, "lt"), (sympy.Equality, "eq"), (sympy.Unequality, "ne"))},
     shift_quotient=None, mask_modulo=None,  # a shift or a mask would not pass FS_SIZE_POISON on
+    # a condition on a poisoned size fails, so the value is the other's, which passes the poison on
+    # where it comes from those sizes; int64_t: a choice of two small constants is still a size
+    select="((int64_t)({0} ? {1} : {2}))",
 )
 
 
@@ -141,6 +146,7 @@ PYTHON = SizeTarget(
     maximum="max({0}, {1})", minimum="min({0}, {1})",
     relations={r: f"({{0}} {op} {{1}})" for r, op in _RELATION_SYMBOLS.items()},
     conjunction="{0} and {1}", disjunction="{0} or {1}", negation="(not {0})", true="True", false="False",
+    select="({1} if {0} else {2})",
 )
 
 # Python whose every operation is checked as C_CHECKED's: a value outside int64 (or INT64_MIN, the
@@ -205,7 +211,7 @@ JSON = SizeTarget(
     maximum='["max", {0}, {1}]', minimum='["min", {0}, {1}]',
     relations={r: f'["{op}", {{0}}, {{1}}]' for r, op in _RELATION_SYMBOLS.items()},
     conjunction='["&&", {0}, {1}]', disjunction='["||", {0}, {1}]', negation='["!", {0}]',
-    true="true", false="false",
+    true="true", false="false", select='["if", {0}, {1}, {2}]',
 )
 
 
@@ -313,6 +319,12 @@ class _Printer:
                 return self._fold(t.maximum, [self.integer(a) for a in e.args])
             case sympy.Min():
                 return self._fold(t.minimum, [self.integer(a) for a in e.args])
+            case sympy.Piecewise():  # the first value whose condition holds (the last's is true)
+                (value, cond), *rest = e.args
+                if not rest:
+                    return self.integer(value)
+                return t.select.format(self.condition(cond), self.integer(value),
+                                       self.integer(sympy.Piecewise(*rest)))
         raise CompileError(f"cannot express the size {e} in {t.name}")
 
     def condition(self, cond) -> str:

@@ -560,3 +560,28 @@ def test_corpus_host_code_compiles_with_warnings_as_errors(tmp_path, module):
     result = subprocess.run(["cc", *WARNINGS, "-c", "-o", str(tmp_path / "m.o"), str(build / f"{module}.c")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+@needs_pip_opencl
+def test_a_tile_chosen_at_launch_by_the_host_code(tmp_path):
+    """A nest whose outer loop runs along the lanes takes the least padded tile at the call
+    (fsmooth.cost_model.NestChoice.launch_tiles): the C host code computes it from the sizes as the
+    Python launcher does (a ? b : c), and the results are the reference's under Oclgrind."""
+    import importlib.util
+
+    source = pathlib.Path(__file__).parent / "opencl_nest_kernels.py"
+    (tmp_path / "nest.py").write_text(source.read_text())
+    spec = importlib.util.spec_from_file_location("opencl_host_nest", tmp_path / "nest.py")
+    nest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nest)
+    build = compile_opencl(tmp_path / "nest.py", tmp_path / "build")
+    assert " ? " in (build / "nest.c").read_text()
+    driver = Driver(build, json.loads((build / "nest.json").read_text()), ["product_transposed"])
+    rng = np.random.default_rng(8)
+    shapes = ((9, 300), (40, 33), (1, 1), (3, 0))  # 64 × 4, 32 × 8 and 256 × 1 tiles; nothing to run
+    args = [(rng.standard_normal(s), rng.standard_normal(s)) for s in shapes]
+    for (a, b), (status, got, _) in zip(args, driver.run([("product_transposed", ab) for ab in args])):
+        assert status == 0
+        np.testing.assert_array_equal(got.reshape(a.shape[::-1]), nest.product_transposed_oracle(a, b))
+        np.testing.assert_array_equal(np.array(nest.product_transposed.reference(a, b)).reshape(a.shape[::-1]),
+                                      nest.product_transposed_oracle(a, b))

@@ -44,13 +44,17 @@ def _launches_2d(artifact, **sizes) -> list[tuple]:
             for launch in artifact.launches if len(launch.global_size) == 2]
 
 
-@pytest.mark.parametrize("n, d, k", [(10_000, 2, 5), (2_500_000, 2, 5), (10_000, 64, 200)])
-def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k):
+@pytest.mark.parametrize("n, d, k, tile", [(10_000, 2, 5, (32, 8)), (2_500_000, 2, 5, (256, 1)),
+                                           (10_000, 64, 200, (32, 8))])
+def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k, tile):
+    """At n = 10,000 and K = 5 every tile's work-items fit the device at once, so the model ties
+    them (the first listed); at 2.5 M points 256 × 1 idles no row of a tile over 5 components."""
     (nest,) = [nest for nest in _nests(adbench_gmm.gmm_full_objective) if str(nest.sizes[0]) == "x_d0"]
     points, components = nest.loops
     sizes = dict(x_d0=n, x_d1=d, alphas_d0=k, means_d0=k, means_d1=d, icf_d0=k, icf_d1=d * (d + 1) // 2)
     choice = choose_nest(nest, GENERIC_GPU, sizes)
-    assert (choice.chosen.lanes, choice.chosen.tile, choice.chosen.dimensions) == (points, (32, 8), (0, 1))
+    assert (choice.chosen.lanes, choice.chosen.tile, choice.chosen.dimensions) == (points, tile, (0, 1))
+    assert choice.launch_tiles == ((32, 8), (64, 4), (256, 1))
     work = choice.chosen.cost - LAUNCH["gpu"]
     along_components = min(c.cost for c in choice.candidates if c.lanes == components) - LAUNCH["gpu"]
     # Q_k's triangle read by every lane of a warp (one sector), not 32 rows; with K = 5 no warp
@@ -63,20 +67,25 @@ def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k):
 
 def test_gmm_launch_runs_the_points_on_dimension_0_and_says_why():
     """The per-point terms of every component (map_fission moved them out of the fold over the
-    points) are one launch, the points along the lanes."""
+    points) are one launch, the points along the lanes, in the least padded of the tiles."""
     artifact = _trace(adbench_gmm.gmm_full_objective).last("opencl")
     assert "map_fission" in [p.name for p in opencl_passes(adbench_gmm.gmm_full_objective.options)]
-    sizes = dict(x_d0=10_000, x_d1=2, alphas_d0=5, means_d0=5, means_d1=2, icf_d0=5, icf_d1=3)
-    # q_diagonals (K × d, d along the lanes as before), then the scores: n = 10,000 points along
-    # the lanes (10,016: whole warps), K = 5 components in 8 rows of a tile (3 warps exit at once)
-    assert _launches_2d(artifact, **sizes) == [((32, 8), (32, 8)), ((10_016, 8), (32, 8))]
-    sizes = dict(x_d0=10_000, x_d1=10, alphas_d0=25, means_d0=25, means_d1=10, icf_d0=25, icf_d1=55)
-    assert _launches_2d(artifact, **sizes)[1] == ((10_016, 32), (32, 8))
+
+    def gmm_launches(n, d, k):
+        return _launches_2d(artifact, x_d0=n, x_d1=d, alphas_d0=k, means_d0=k, means_d1=d, icf_d0=k,
+                            icf_d1=d * (d + 1) // 2)
+
+    # q_diagonals (K × d, d along the lanes, 32 × 8 as before), then the scores: the points along
+    # the lanes; K = 5 or 25 components a row each of 256 × 1 tiles, 200 in 8-row tiles of 32 × 8
+    assert gmm_launches(10_000, 2, 5) == [((32, 8), (32, 8)), ((10_240, 5), (256, 1))]
+    assert gmm_launches(10_000, 10, 25)[1] == ((10_240, 25), (256, 1))
+    assert gmm_launches(10_000, 64, 200)[1] == ((10_016, 200), (32, 8))
     scores = artifact.source.split("_3_k(", 1)[1].split("__kernel", 1)[0]
     assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
     # what `fsmooth explain --stage opencl` prints first: the candidates, their costs, the choice
     note = next(line for line in strategy_comment(artifact.source).splitlines() if "over i_1_1, k_2" in line)
-    assert "runs i_1_1 along the lanes (NDRange dimension 0), in work-groups of 32×8" in note
+    assert ("runs i_1_1 along the lanes (NDRange dimension 0), in work-groups of the least padded for the "
+            "call's sizes of 32 × 8, 64 × 4, 256 × 1") in note
     assert "reads icf (independent/scattered)" in note and "(chosen)" in note
     assert "lanes over i_1_1, tile 32×8 ≈" in note and "lanes over k_2, tile 256×1 ≈" in note
 
@@ -106,14 +115,14 @@ def test_an_image_blur_keeps_its_columns_along_the_lanes():
 
 def test_the_outer_loop_runs_along_the_lanes_where_it_reads_consecutive_elements(intel_cpu_context):
     """Lanes over i read a[k][i] and b[k][i] beside their neighbours' and write out[i][k] apart:
-    two coalesced reads and a scattered write, against two scattered reads.  The annotated nest
-    keeps the innermost loop on dimension 0."""
-    (launch,) = _trace(nk.product_transposed).last("opencl").launches
-    assert tuple(map(str, launch.global_size)) == ("32*ceiling(a_d1/32)", "8*ceiling(a_d0/8)")
+    two coalesced reads and a scattered write, against two scattered reads; the launch takes the
+    least padded tile.  The annotated nest keeps the innermost loop on dimension 0 and 32 × 8."""
+    artifact = _trace(nk.product_transposed).last("opencl")
+    # i (a_d1 = 300) along the lanes, k (a_d0 = 9) along dimension 1: 64 × 4 pads least (320 × 12)
+    assert _launches_2d(artifact, a_d0=9, a_d1=300, b_d0=9, b_d1=300) == [((320, 12), (64, 4))]
     (annotated,) = nk.product_transposed_global.opencl_artifact().launches
     assert tuple(map(str, annotated.global_size)) == ("32*ceiling(a_d0/32)", "8*ceiling(a_d1/8)")
-    executable = OpenCLExecutable(_trace(nk.product_transposed).last("opencl"), intel_cpu_context,
-                                  nk.product_transposed.program().main.params)
+    executable = OpenCLExecutable(artifact, intel_cpu_context, nk.product_transposed.program().main.params)
     rng = np.random.default_rng(4)
     for shape in ((3, 0), (1, 1), (5, 37), (300, 9)):  # a[0] is read: one row at least
         a, b = rng.standard_normal(shape), rng.standard_normal(shape)

@@ -56,6 +56,18 @@ def test_json_trees():
                                                                ["||", ["==", "m", 2], ["<", "n", 1]])
 
 
+def test_a_choice_of_sizes_in_every_target():
+    """A sympy Piecewise (a launch's tile chosen from the sizes, dpia.codegen_opencl._work_groups):
+    the first value whose condition holds."""
+    choice = sympy.Piecewise((32, n <= m), (64, n <= 2 * m), (256, True))
+    assert print_size(choice, C) == "((m >= n) ? 32 : ((n <= (2 * m)) ? 64 : 256))"
+    assert print_size(choice, C_CHECKED) == ("((int64_t)(fs_size_ge(m, n) ? 32 : ((int64_t)(fs_size_le(n, "
+                                             "(fs_size_mul(2, m))) ? 64 : 256))))")
+    assert size_json(choice) == ["if", [">=", "m", "n"], 32, ["if", ["<=", "n", ["*", 2, "m"]], 64, 256]]
+    sizes = compile_size_function(("n", "m"), [choice, 8 * choice], "choice")
+    assert [sizes((3, 5)), sizes((7, 5)), sizes((11, 5))] == [(32, 256), (64, 512), (256, 2048)]
+
+
 def test_size_formulas_evaluate_exactly():
     # 'S' and 'N' are sympy names too: as size symbols they are plain symbols.
     formulas = [sympy.ceiling(n / 64) * 64, sympy.floor(n / 3), sympy.Max(n, m), sympy.Mod(n, 7),
