@@ -24,14 +24,14 @@ from .from_dps import as_exp, functional_body, result_acceptor, write_buffer
 Cont = Callable[[p.Phrase], p.Phrase]
 
 
-def dpia_program(program: dps.Program, translation: type = None) -> p.ImperativeProgram:
+def dpia_program(program: dps.Program, translation=None) -> p.ImperativeProgram:
     """Every kernel of ``program`` through accT/conT: ``Translation``'s, or those of the
-    subclass ``translation`` (``dpia.translate_strategies``)."""
+    subclass instance ``translation()`` makes (``dpia.translate_strategies``)."""
     return p.ImperativeProgram({name: imperative_kernel(k, translation) for name, k in program.kernels.items()},
                                program.entry)
 
 
-def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKernel:
+def imperative_kernel(k: dps.Kernel, translation=None) -> p.ImperativeKernel:
     functional, result, params = functional_body(k)
     body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,

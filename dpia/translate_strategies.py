@@ -13,6 +13,13 @@ from .translate import Translation, dpia_program
 
 
 class StrategyTranslation(Translation):
+    """``single_pass_scan``: a scan or filter of floats or without overflow checks may take the
+    single pass (``dpia.scan_opencl``), which needs the device's 64-bit atomics."""
+
+    def __init__(self, single_pass_scan: bool = True):
+        super().__init__()
+        self.single_pass_scan = single_pass_scan
+
     def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
         if isinstance(e, p.Build):
             o = self.names.fresh("o")
@@ -25,5 +32,5 @@ class StrategyTranslation(Translation):
         return super().acc(e, a)
 
 
-def strategy_program(program: dps.Program) -> p.ImperativeProgram:
-    return dpia_program(program, StrategyTranslation)
+def strategy_program(program: dps.Program, single_pass_scan: bool = True) -> p.ImperativeProgram:
+    return dpia_program(program, lambda: StrategyTranslation(single_pass_scan))

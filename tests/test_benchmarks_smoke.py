@@ -224,7 +224,7 @@ def test_scan_filter_opencl_benchmark_refreshes_only_its_section(tmp_path):
         assert set(by_size) == {str(n) for n in results["settings"]["sizes"]}
         for row in by_size.values():
             assert row["fsmooth_s"] > 0 and row["baseline_s"] > 0 and len(row["fsmooth_times_s"]) == 50
-            assert len(row["launches"]) >= 3  # reduce, partials, down: the parallel scan
+            assert len(row["launches"]) == 1  # the single-pass scan (dpia.scan_opencl)
     text = results_md.read_text()
     assert text.count("## OpenCL: scan and filter") == 1 and "stale" not in text
     assert "kept\n" in text and "kept too" in text and "| cumsum |" in text
