@@ -256,6 +256,10 @@ class _OpenCLEmitter(KernelEmitter):
             args.append(buffer)
             env[f"{k.dest}{suffix}"] = _Memory(f"out{suffix}", "global", "output")
         used = set().union(*(free_identifiers(part) for part in (phase.body, phase.tail, phase.last) if part is not None))
+        # NVIDIA's OpenCL (driver 580, H200) miscompiles a single-pass scan whose local arrays are
+        # restrict-qualified: lanes read a stale ticket, the group's tile index, that work-item 0
+        # wrote before a barrier (wrong tiles, then an illegal address or a hang at a barrier)
+        local_restrict = "" if any(isinstance(c, p.GroupScan) and c.words is not None for c in p.walk(phase.body)) else "restrict "
         for name, buf in hoisted.items():
             if name == phase.counter:
                 counter = self.namer.fresh(name)
@@ -268,7 +272,8 @@ class _OpenCLEmitter(KernelEmitter):
             elif name in used:
                 space = "local" if buf.role == "local" else "global"
                 cname = self.namer.fresh(name)
-                params.append(f"{_qualifier(space)}{_mem_type(buf.elem)} *restrict {cname}")
+                restrict = local_restrict if space == "local" else "restrict "
+                params.append(f"{_qualifier(space)}{_mem_type(buf.elem)} *{restrict}{cname}")
                 args.append(name)
                 role = "temp" if buf.role == "handover" else buf.role
                 env[name] = _Memory(cname, space, role, atomic=buf.role == "handover")

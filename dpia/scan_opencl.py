@@ -80,7 +80,9 @@ and integers give the same bits).
 is the element, + on ``Card`` the operator (counts never exceed ``n``: no overflow), the
 scan starts from 0 and its total is the kept length (in the single pass, written by the last
 tile's group; in the three phases, by the partials launch); the states are the mask scanned
-exclusively, and ``v[i]`` is written at its position where the mask is 1 (scatter).
+exclusively, and ``v[i]`` is written at its position where the mask is 1 (scatter).  A filter
+takes the single pass only where ``Options.single_pass_filter`` says so: on the H200 its three
+launches were the faster.
 """
 from __future__ import annotations
 
@@ -162,7 +164,7 @@ def parallel_filter(t, e: p.Filter, a: p.Phrase, sequential: p.Phrase) -> p.Phra
     # counts never exceed n: no state is checked
     shape = (n, count, (Monoid("add", Card, 0),), e.index, mask, lambda state: p.Assign(state, p.Literal(0, count)),
              scatter, True, lambda state: p.Assign(p.Ident(e.length, p.AccT(count)), state))
-    parallel = (_single_pass(t, *shape) if t.single_pass_scan else None) or _three_launches(t, *shape, checked=False)
+    parallel = (_single_pass(t, *shape) if t.single_pass_filter else None) or _three_launches(t, *shape, checked=False)
     return sequential if parallel is None else p.TopLevel(parallel, sequential)
 
 
@@ -274,6 +276,8 @@ def scan_notes(bodies) -> tuple[str, ...]:
                          f"from its predecessors' published ones ({LOOKBACK_EXTENSION})")
         elif not isinstance(c.write, p.Skip) and c.groups != 1:  # the last of the three launches
             why = ("its states are checked for integer overflow, each from the one before" if c.checked
+                   else "it is a filter's and single_pass_filter is off (the default: on the H200 a filter's three "
+                   "launches were the faster)" if c.exclusive
                    else f"single_pass_scan is off or the device lacks {LOOKBACK_EXTENSION}")
             notes.append(f"a scan of {c.count} elements: three launches (NOVA §5: reduce, scan of the partials, "
                          f"down-sweep), since {why}")

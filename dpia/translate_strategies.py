@@ -13,12 +13,14 @@ from .translate import Translation, dpia_program
 
 
 class StrategyTranslation(Translation):
-    """``single_pass_scan``: a scan or filter of floats or without overflow checks may take the
-    single pass (``dpia.scan_opencl``), which needs the device's 64-bit atomics."""
+    """``single_pass_scan``: a scan of floats or without overflow checks may take the single pass
+    (``dpia.scan_opencl``), which needs the device's 64-bit atomics; ``single_pass_filter``: a
+    filter too (``Options.single_pass_filter``)."""
 
-    def __init__(self, single_pass_scan: bool = True):
+    def __init__(self, single_pass_scan: bool = True, single_pass_filter: bool = False):
         super().__init__()
         self.single_pass_scan = single_pass_scan
+        self.single_pass_filter = single_pass_scan and single_pass_filter
 
     def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
         if isinstance(e, p.Build):
@@ -32,5 +34,6 @@ class StrategyTranslation(Translation):
         return super().acc(e, a)
 
 
-def strategy_program(program: dps.Program, single_pass_scan: bool = True) -> p.ImperativeProgram:
-    return dpia_program(program, lambda: StrategyTranslation(single_pass_scan))
+def strategy_program(program: dps.Program, single_pass_scan: bool = True,
+                     single_pass_filter: bool = False) -> p.ImperativeProgram:
+    return dpia_program(program, lambda: StrategyTranslation(single_pass_scan, single_pass_filter))

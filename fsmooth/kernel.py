@@ -162,8 +162,8 @@ class Kernel:
         """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``),
         its strategy chosen for ``device`` where given (``fsmooth.cost_model``), unless the
         options name a device description; without either, for ``cost_model.GENERIC_GPU``; and
-        with the three-phase scan instead of the single pass (``dpia.scan_opencl``) on a CPU, where
-        the single pass was the slower, and where the device lacks the 64-bit atomics it needs."""
+        without the single-pass scan where the device lacks the 64-bit atomics that needs
+        (``dpia.scan_opencl``)."""
         from .driver import compile_to_opencl
 
         options = self.options
@@ -171,14 +171,13 @@ class Kernel:
             from .dpia.scan_opencl import LOOKBACK_EXTENSION
             from .opencl_device import describe, global_atomics, has_extension
 
-            description = describe(device)
             if options.opencl_device is None:
                 # an OpenCL program is built for one device: its strategy is chosen for it too
-                options = replace(options, opencl_device=description)
+                options = replace(options, opencl_device=describe(device))
             if not global_atomics(device):
                 # decided at build: a second launch combines the partials (OpenCLReduction.launches)
                 options = replace(options, opencl_reduction=replace(options.opencl_reduction, launches=2))
-            if options.single_pass_scan and (description.kind == "cpu" or not has_extension(device, LOOKBACK_EXTENSION)):
+            if options.single_pass_scan and not has_extension(device, LOOKBACK_EXTENSION):
                 options = replace(options, single_pass_scan=False)
         return compile_to_opencl(self.program(), options)
 

@@ -20,7 +20,7 @@ from corpus import scan_filter as sf
 from fsmooth import Array, Double, Float, Index, iscan, length
 from fsmooth.driver import compile_to_opencl
 from fsmooth.dpia.scan_opencl import ITEMS_PER_THREAD, LOCAL, LOOKBACK_EXTENSION, MAX_GROUPS
-from fsmooth.opencl_device import DeviceCapabilityError, require_capabilities
+from fsmooth.opencl_device import DeviceCapabilityError, default_context, require_capabilities
 from fsmooth.opencl_executable import OpenCLExecutable
 from opencl_oclgrind import run_under_oclgrind
 
@@ -149,6 +149,20 @@ def test_filters_against_boolean_indexing(rng):
             np.testing.assert_array_equal(sf.keep_inliers.opencl(r, 1.0), sf.keep_inliers.reference(r, 1.0))
 
 
+def test_filters_in_one_launch_against_boolean_indexing(rng):
+    """Options.single_pass_filter: the filter's mask, scan and scatter in the single pass."""
+    keep_inliers, count_and_mean = (k.with_options(single_pass_filter=True) for k in (sf.keep_inliers,
+                                                                                    sf.inlier_count_and_mean))
+    assert len(keep_inliers.opencl_artifact().launches) == 1
+    for n in SIZES + (MI + 5,):
+        r = rng.uniform(-2.0, 2.0, n)
+        for threshold in (0.0, 1.0, 3.0):  # nothing kept, some, all
+            np.testing.assert_array_equal(keep_inliers.opencl(r, threshold), r[np.abs(r) < threshold])
+        kept, mean = count_and_mean.opencl(r, 1.0)
+        expected = r[np.abs(r) < 1.0]
+        assert kept == len(expected) and np.isclose(mean, expected.mean() if len(expected) else 0.0)
+
+
 def _launches(kernel, **options):
     return compile_to_opencl(kernel.program(), replace(kernel.options, **options)).launches
 
@@ -159,22 +173,23 @@ def _groups(launch, n: int) -> int:
     return int(size.subs({s: n for s in size.free_symbols})) // local
 
 
-@pytest.mark.parametrize("kernel", [sf.cumulative_sum, sf.keep_inliers, prefix_min_max, float_cumsum])
-def test_a_float_scan_or_a_filter_is_one_launch_of_a_group_per_tile(kernel):
+@pytest.mark.parametrize("kernel, options", [(sf.cumulative_sum, {}), (sf.keep_inliers, {"single_pass_filter": True}),
+                                             (prefix_min_max, {}), (float_cumsum, {})])
+def test_a_float_scan_or_a_filter_is_one_launch_of_a_group_per_tile(kernel, options):
     """The single pass: one launch of LOCAL work-items per tile of ITEMS_PER_THREAD 4-byte states
     each (half as many of 8 bytes), one group for n = 0 (it writes a filter's kept length, and
     copies it out: no launch of its own); the look-back's words need the 64-bit atomics."""
-    scan, = _launches(kernel)
+    scan, = _launches(kernel, **options)
     assert int(scan.local_size[0]) == LOCAL
     state_bytes = {float_cumsum: 4, prefix_min_max: 16}.get(kernel, 8)
     tile = LOCAL * ITEMS_PER_THREAD * 4 // state_bytes
     for n, groups in ((0, 1), (1, 1), (tile, 1), (tile + 1, 2), (16 * MI, 16 * MI // tile)):
         assert _groups(scan, n) == groups
-    assert compile_to_opencl(kernel.program(), kernel.options).extensions == (LOOKBACK_EXTENSION,)
+    assert compile_to_opencl(kernel.program(), replace(kernel.options, **options)).extensions == (LOOKBACK_EXTENSION,)
 
 
 @pytest.mark.parametrize("kernel, options", [(sf.cumulative_sum, {"single_pass_scan": False}),
-                                             (sf.keep_inliers, {"single_pass_scan": False}),
+                                             (sf.keep_inliers, {}),  # Options.single_pass_filter is off
                                              (float_cumsum, {"single_pass_scan": False}),
                                              (sf.index_cumulative_sum, {})])
 def test_a_checked_scan_or_one_without_the_single_pass_is_three_launches(kernel, options):
@@ -194,7 +209,7 @@ def test_a_checked_scan_or_one_without_the_single_pass_is_three_launches(kernel,
 def test_a_kept_length_used_beside_the_filter_waits_for_its_launch():
     """inlier_count_and_mean folds over the kept elements, which every group writes: a launch of
     its own after the single pass, not the last group's total."""
-    scan, fold = _launches(sf.inlier_count_and_mean)
+    scan, fold = _launches(sf.inlier_count_and_mean, single_pass_filter=True)
     assert _groups(scan, 10**6) > 1 and tuple(map(int, fold.global_size)) == (1,)
 
 
@@ -203,7 +218,8 @@ def test_explain_says_which_scan_was_chosen(capsys):
     from fsmooth.cli import main
 
     for kernel, flags, said in ((sf.cumulative_sum, [], "one launch, the single-pass scan (decoupled look-back"),
-                                (sf.keep_inliers, [], "one launch, the single-pass scan"),
+                                (sf.keep_inliers, [], "three launches (NOVA §5: reduce, scan of the partials, "
+                                 "down-sweep), since it is a filter's and single_pass_filter is off"),
                                 (sf.cumulative_sum, ["--no-single-pass-scan"],
                                  "three launches (NOVA §5: reduce, scan of the partials, down-sweep), since "
                                  f"single_pass_scan is off or the device lacks {LOOKBACK_EXTENSION}"),
@@ -215,8 +231,12 @@ def test_explain_says_which_scan_was_chosen(capsys):
 
 
 class _DeviceWithout64BitAtomics:
+    """This machine's OpenCL device, said to lack 64-bit atomics."""
     name = "a device without 64-bit atomics"
     extensions = "cl_khr_fp64 cl_khr_global_int32_base_atomics"
+
+    def __getattr__(self, attribute):
+        return getattr(default_context().devices[0], attribute)
 
 
 def test_a_device_without_64_bit_atomics_gets_the_three_phases(rng):
@@ -262,8 +282,9 @@ def test_the_single_pass_over_repeated_calls_of_changing_sizes(rng):
         r = rng.uniform(-1.0, 1.0, 300_001)
         assert np.array_equal(*(prefix_min_max.opencl(r)[1] for _ in range(2)))
         np.testing.assert_array_equal(prefix_min_max.opencl(r)[0], np.minimum.accumulate(np.minimum(r, 1e300)))
+        one_launch = sf.keep_inliers.with_options(single_pass_filter=True)
         for n in (300_001, 3, 300_001):
-            np.testing.assert_array_equal(sf.keep_inliers.opencl(r[:n], 0.5), r[:n][np.abs(r[:n]) < 0.5])
+            np.testing.assert_array_equal(one_launch.opencl(r[:n], 0.5), r[:n][np.abs(r[:n]) < 0.5])
 
 
 @pytest.mark.parametrize("kernel", [sf.running_max, sf.sum_and_max_prefixes, sf.fibonacci])
@@ -290,6 +311,8 @@ def test_parallel_scan_and_filter_under_oclgrind():
         rng = np.random.default_rng(7)
         f = rng.uniform(-1, 1, 2 * 4096 + 3).astype(np.float32)  # three tiles: the look-back runs
         assert np.allclose(float_cumsum.opencl(f), np.cumsum(f, dtype=np.float64), rtol=1e-4, atol=1e-3)
+        d = f[:5000].astype(np.float64)  # three tiles of doubles
+        assert np.array_equal(sf.keep_inliers.with_options(single_pass_filter=True).opencl(d, 0.5), d[np.abs(d) < 0.5])
         for n in (1, 300, 0, 2):  # hoisted buffers grow, then are reused by smaller calls
             v = rng.uniform(-1, 1, n)
             assert np.allclose(sf.cumulative_sum.opencl(v), np.cumsum(v))
