@@ -546,7 +546,6 @@ def _look_back(fresh, c: p.GroupScan, types: list, identities: list, combine, wo
     prefix = [fresh("before_tile") for _ in leaves]
     predecessor, done, flag, tile, w, f = (fresh(x) for x in ("predecessor", "done", "flag", "tile", "w", "f"))
     values = [fresh("value") for _ in leaves]
-    found = [fresh("found") for _ in leaves]
     scan_window = ([f"int64_t {w} = 0;", f"for (; {w} < {window_size}; {w}++) {{",
                     f"    const long {f} = {control}[{w}];",
                     f"    if ({f} == 0) break;  /* not published yet: read it again */"]
