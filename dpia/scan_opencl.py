@@ -45,7 +45,7 @@ where no state leaves int64, none fails.
 
 The single pass reads the elements once (the three phases read them twice: on a GPU a scan is
 bound by memory).  A work-group takes a tile of ``LOCAL · width`` elements (``width`` from
-``ITEMS_PER_THREAD``); the groups that run at once work on neighbouring tiles, and each learns the
+``SINGLE_PASS_TILE_BYTES``); the groups that run at once work on neighbouring tiles, and each learns the
 state before its tile from those before it:
 
 1. ticket: work-item 0 takes the group's tile number from a counter (``atom_inc``), not from
@@ -102,11 +102,13 @@ TILE_BYTES = 16384  # of a tile's elements in local memory: 16 floats or 8 doubl
 BANKS = 32  # local memory banks: a tile has one unused slot after every 32, so that the work-items'
 #             runs (a stride of ``width`` slots) fall in different banks
 
-# The single pass (module docstring).  ITEMS_PER_THREAD: the elements of a 4-byte state each work-item
-# holds (a tile is LOCAL of them: 16 KiB of local memory); an 8-byte state holds half as many,
-# a record in proportion.  CUB's decoupled look-back scan of floats uses 128-256 threads of about
-# 15 items; the tile must stay small enough for several groups per compute unit.
-ITEMS_PER_THREAD = 16
+# The single pass (module docstring): a tile of SINGLE_PASS_TILE_BYTES of states, LOCAL work-items
+# each holding consecutive ones (32 floats, 16 doubles, a record in proportion), where the device's
+# local memory is at least 48 KiB (NVIDIA's per work-group), else half as many, so that a device
+# with OpenCL's minimum of 32 KiB still has room for the runs and the look-back's window.  Fewer,
+# larger tiles mean fewer look-backs: on the H200 a cumsum of 16 / 128 Mi floats took 0.097 / 0.694
+# ms in 8 KiB tiles, 0.073 / 0.475 in 16 KiB, 0.065 / 0.389 in 32 KiB (torch.cumsum: 0.067 / 0.443).
+SINGLE_PASS_TILE_BYTES = 32768
 LOOKBACK_WINDOW = 32  # the predecessors a group reads at once in its look-back, one per work-item
 LOOKBACK_EXTENSION = "cl_khr_int64_base_atomics"  # what the single pass needs of the device
 _SINGLE_PASS_SCALARS = {Float: 1, Double: 2, Index: 2, Card: 2}  # 32-bit pieces of a leaf's bits
@@ -226,7 +228,7 @@ def _single_pass(t, n, data: p.Data, monoids: tuple, index: str, element, init, 
     scalars.  One group per tile, and one for ``n = 0``, which writes the total (a filter's kept
     length)."""
     leaves = p.record_leaves(data)
-    width = _single_pass_width(data)
+    width = _single_pass_width(data, t.tile_bytes)
     if width == 0 or any(p.scalar_of(leaf) not in _SINGLE_PASS_SCALARS for _, leaf in leaves):
         return None
     groups = sympy.Max(1, sympy.ceiling(n / (LOCAL * width)))
@@ -259,10 +261,15 @@ def _group_scan(t, count, groups, index: str, data: p.Data, monoids: tuple, elem
                        sums, LOCAL, width, words, window)
 
 
-def _single_pass_width(data: p.Data) -> int:
+def single_pass_tile_bytes(local_memory_bytes: int) -> int:
+    """The bytes of the single pass's tile on a device with ``local_memory_bytes`` per group."""
+    return SINGLE_PASS_TILE_BYTES if local_memory_bytes >= 48 * 1024 else SINGLE_PASS_TILE_BYTES // 2
+
+
+def _single_pass_width(data: p.Data, tile_bytes: int) -> int:
     """Elements per work-item of the single pass's tile of states ``data`` (0: too large a state)."""
     state_bytes = sum(4 if p.scalar_of(leaf).name == "Float" else 8 for _, leaf in p.record_leaves(data))
-    return ITEMS_PER_THREAD * 4 // state_bytes
+    return tile_bytes // (LOCAL * state_bytes)
 
 
 def scan_notes(bodies) -> tuple[str, ...]:

@@ -5,22 +5,26 @@ also get their parallel form (``dpia.scan_opencl``), which ``dpia.hoist_opencl``
 they are top-level commands.  Everything else translates as for C."""
 from __future__ import annotations
 
+from fsmooth.cost_model import GENERIC_GPU
 from fsmooth.dps import ir as dps
+from fsmooth.options import Options
 
 from . import phrases as p
-from .scan_opencl import parallel_filter, parallel_scan
+from .scan_opencl import parallel_filter, parallel_scan, single_pass_tile_bytes
 from .translate import Translation, dpia_program
 
 
 class StrategyTranslation(Translation):
-    """``single_pass_scan``: a scan of floats or without overflow checks may take the single pass
-    (``dpia.scan_opencl``), which needs the device's 64-bit atomics; ``single_pass_filter``: a
-    filter too (``Options.single_pass_filter``)."""
+    """``options.single_pass_scan``: a scan of floats or without overflow checks may take the
+    single pass (``dpia.scan_opencl``), which needs the device's 64-bit atomics;
+    ``options.single_pass_filter``: a filter too; its tiles are as large as the local memory of
+    ``options.opencl_device`` (the generic GPU of ``fsmooth.cost_model`` where none) allows."""
 
-    def __init__(self, single_pass_scan: bool = True, single_pass_filter: bool = False):
+    def __init__(self, options: Options):
         super().__init__()
-        self.single_pass_scan = single_pass_scan
-        self.single_pass_filter = single_pass_scan and single_pass_filter
+        self.single_pass_scan = options.single_pass_scan
+        self.single_pass_filter = options.single_pass_scan and options.single_pass_filter
+        self.tile_bytes = single_pass_tile_bytes((options.opencl_device or GENERIC_GPU).local_memory_bytes)
 
     def acc(self, e: p.Phrase, a: p.Phrase) -> p.Phrase:
         if isinstance(e, p.Build):
@@ -34,6 +38,5 @@ class StrategyTranslation(Translation):
         return super().acc(e, a)
 
 
-def strategy_program(program: dps.Program, single_pass_scan: bool = True,
-                     single_pass_filter: bool = False) -> p.ImperativeProgram:
-    return dpia_program(program, lambda: StrategyTranslation(single_pass_scan, single_pass_filter))
+def strategy_program(program: dps.Program, options: Options) -> p.ImperativeProgram:
+    return dpia_program(program, lambda: StrategyTranslation(options))

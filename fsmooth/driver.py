@@ -86,9 +86,7 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
 
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True, target="opencl"),
-            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"],
-                                                                                       options.single_pass_scan,
-                                                                                       options.single_pass_filter)),
+            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
                                                                   options.opencl_reduction.launches == 1)),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from dataclasses import replace
 
 import pyopencl as cl
 
@@ -80,9 +81,10 @@ def cpu_preference(platform) -> int:
 
 def describe(device) -> DeviceDescription:
     """What the cost model (``fsmooth.cost_model``) knows of ``device``, from OpenCL's queries.  A
-    simulator (Oclgrind) is described as ``GENERIC_GPU``: it checks the code a GPU would run."""
+    simulator (Oclgrind) is described as ``GENERIC_GPU``, with its own local memory's size (what
+    a group may use): it checks the code a GPU would run."""
     if any(s in device.platform.name.lower() for s in _SIMULATOR_PLATFORMS):
-        return GENERIC_GPU
+        return replace(GENERIC_GPU, local_memory_bytes=min(GENERIC_GPU.local_memory_bytes, device.local_mem_size))
     gpu = bool(device.type & cl.device_type.GPU)
     try:
         multiple = device.preferred_work_group_size_multiple  # pyopencl asks a trivial kernel

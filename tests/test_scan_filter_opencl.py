@@ -18,8 +18,9 @@ import sympy
 import fsmooth as fs
 from corpus import scan_filter as sf
 from fsmooth import Array, Double, Float, Index, iscan, length
+from fsmooth.cost_model import GENERIC_GPU
 from fsmooth.driver import compile_to_opencl
-from fsmooth.dpia.scan_opencl import ITEMS_PER_THREAD, LOCAL, LOOKBACK_EXTENSION, MAX_GROUPS
+from fsmooth.dpia.scan_opencl import LOCAL, LOOKBACK_EXTENSION, MAX_GROUPS, SINGLE_PASS_TILE_BYTES
 from fsmooth.opencl_device import DeviceCapabilityError, default_context, require_capabilities
 from fsmooth.opencl_executable import OpenCLExecutable
 from opencl_oclgrind import run_under_oclgrind
@@ -176,16 +177,28 @@ def _groups(launch, n: int) -> int:
 @pytest.mark.parametrize("kernel, options", [(sf.cumulative_sum, {}), (sf.keep_inliers, {"single_pass_filter": True}),
                                              (prefix_min_max, {}), (float_cumsum, {})])
 def test_a_float_scan_or_a_filter_is_one_launch_of_a_group_per_tile(kernel, options):
-    """The single pass: one launch of LOCAL work-items per tile of ITEMS_PER_THREAD 4-byte states
-    each (half as many of 8 bytes), one group for n = 0 (it writes a filter's kept length, and
+    """The single pass: one launch of LOCAL work-items per tile of SINGLE_PASS_TILE_BYTES of states
+    (on the generic GPU's 48 KiB of local memory), one group for n = 0 (it writes a filter's kept length, and
     copies it out: no launch of its own); the look-back's words need the 64-bit atomics."""
     scan, = _launches(kernel, **options)
     assert int(scan.local_size[0]) == LOCAL
     state_bytes = {float_cumsum: 4, prefix_min_max: 16}.get(kernel, 8)
-    tile = LOCAL * ITEMS_PER_THREAD * 4 // state_bytes
+    tile = SINGLE_PASS_TILE_BYTES // state_bytes
     for n, groups in ((0, 1), (1, 1), (tile, 1), (tile + 1, 2), (16 * MI, 16 * MI // tile)):
         assert _groups(scan, n) == groups
     assert compile_to_opencl(kernel.program(), replace(kernel.options, **options)).extensions == (LOOKBACK_EXTENSION,)
+
+
+def test_the_single_pass_tile_fits_the_device_local_memory():
+    """32 KiB tiles where a group has 48 KiB of local memory, 16 KiB where it has OpenCL's minimum."""
+    small = replace(GENERIC_GPU, name="a GPU of 32 KiB local memory", local_memory_bytes=32 * 1024)
+    for device, tile_bytes in ((GENERIC_GPU, SINGLE_PASS_TILE_BYTES), (small, SINGLE_PASS_TILE_BYTES // 2)):
+        scan, = _launches(float_cumsum, opencl_device=device)
+        assert _groups(scan, tile_bytes // 4) == 1 and _groups(scan, tile_bytes // 4 + 1) == 2
+        artifact = compile_to_opencl(float_cumsum.program(), replace(float_cumsum.options, opencl_device=device))
+        local_bytes = sum(int(b.count) * (4 if b.elem is Float else 8) for b in artifact.buffers.values()
+                          if b.role == "local")
+        assert tile_bytes < local_bytes <= device.local_memory_bytes
 
 
 @pytest.mark.parametrize("kernel, options", [(sf.cumulative_sum, {"single_pass_scan": False}),
@@ -309,9 +322,10 @@ def test_parallel_scan_and_filter_under_oclgrind():
         from corpus import scan_filter as sf
         from test_scan_filter_opencl import float_cumsum, prefix_min_max
         rng = np.random.default_rng(7)
-        f = rng.uniform(-1, 1, 2 * 4096 + 3).astype(np.float32)  # three tiles: the look-back runs
+        # three tiles, so that the look-back runs: 16 KiB tiles in Oclgrind's 32 KiB of local memory
+        f = rng.uniform(-1, 1, 2 * 4096 + 3).astype(np.float32)
         assert np.allclose(float_cumsum.opencl(f), np.cumsum(f, dtype=np.float64), rtol=1e-4, atol=1e-3)
-        d = f[:5000].astype(np.float64)  # three tiles of doubles
+        d = f[:5000].astype(np.float64)
         assert np.array_equal(sf.keep_inliers.with_options(single_pass_filter=True).opencl(d, 0.5), d[np.abs(d) < 0.5])
         for n in (1, 300, 0, 2):  # hoisted buffers grow, then are reused by smaller calls
             v = rng.uniform(-1, 1, n)
