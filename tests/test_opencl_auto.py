@@ -132,7 +132,10 @@ def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name, d
 def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
     for name in ROWS[:3]:
         artifact = getattr(auto, name).opencl_artifact()
-        assert _work(artifact, 500) == [(500 * 256, 256)], name  # 500 rows: 500 groups of 256
+        # 500 rows: 500 groups of 256; logsumexp's row, read by both its reductions, staged in local
+        # memory (dpia.stage_rows), with the kernel as it was for its fallback
+        assert _work(artifact, 500) == [(500 * 256, 256)] * (2 if name == "row_logsumexp" else 1), name
+        assert [launch.fallback for launch in artifact.launches][1:] == [True] * (name == "row_logsumexp")
         assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
     short = auto.short_rows.opencl_artifact()
     assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
@@ -206,11 +209,12 @@ def _kernel_text(artifact, name: str) -> str:
 @pytest.mark.parametrize("name", ["softmax_rows", "softmax_rows_f32"])
 def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     """Softmax's exponentials, which only their row's group reads: a __local array of a row, so the
-    kernel's global memory traffic is the minimum, the input row read (twice: the max, then the
-    exponentials; the second from cache) and the result written, where the exponentials in global
-    memory were written once and read twice more.  Its fallback, run where a row does not fit the
-    device's local memory, is the same work with them in a 'temp' buffer of a row per row."""
-    artifact = ROW_MAPS[name][0].opencl_artifact()
+    kernel's global memory traffic is the minimum, the input row read once (the max's loop stores
+    each element it reads in that local row, which the exponentials then read and overwrite in
+    place: dpia.stage_rows) and the result written once.  Its fallback, run where a row does not fit
+    the device's local memory, keeps the exponentials in the output row itself: no scratch."""
+    kernel = ROW_MAPS[name][0]
+    artifact = kernel.opencl_artifact()
     preferred, fallback = artifact.launches
     assert not preferred.fallback and fallback.fallback and fallback.kernel == f"{preferred.kernel[:-2]}_fallback_k"
     local_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
@@ -219,20 +223,37 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
                               if a in artifact.buffers and artifact.buffers[a].role == "temp"]
     assert temp_of(preferred) == []  # no global intermediate at all
     assert [str(b.count) for b in local_of(preferred) if not b.count.is_Integer] == ["m_d1"]  # one row
-    assert [str(b.count) for b in temp_of(fallback)] == ["m_d0*m_d1"]
+    # the fallback's exponentials: in the output row (f64), where each work-item reads back only its
+    # own elements; f32's sum starts from e[0] and so reads its neighbour's e[k + 1]: a scratch row
+    fallback_scratch = ["m_d0*m_d1"] if name.endswith("f32") else []
+    assert [str(b.count) for b in artifact.buffers.values() if b.role == "temp"] == fallback_scratch
     assert all(b.count.is_Integer for b in local_of(fallback))  # the trees' arrays only
     text = _kernel_text(artifact, preferred.kernel)
     params = text[:text.index(")")]
     assert re.findall(r"__global (?:const )?\w+ \*restrict (\w+)", params) == ["m", "out", "fs_status"]
-    # global memory: the input row read twice (max, exponentials), the result row written once
-    assert len(re.findall(r"\bm\[", text)) == 3 and len(re.findall(r"\bout\[", text)) == 1  # + m[row][0]
+    # global memory: the input row read once (+ m[row][0], the max's init), the result row written once
+    assert len(re.findall(r"\bm\[", text)) == 2 and len(re.findall(r"\bout\[", text)) == 1
+    unstaged = kernel.with_options(stage_rows=False).opencl_artifact()
+    before = _kernel_text(unstaged, preferred.kernel)
+    assert len(re.findall(r"\bm\[", before)) == 3  # read by the max's loop and the exponentials' loop
+    assert before.count("barrier(") == text.count("barrier(")  # staging needs no barrier of its own
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" not in text
-    assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(artifact, fallback.kernel)
+    # the fallback: the exponentials written into the output row and read back by the same work-items,
+    # so no global barrier, where a scratch of rows x row length needed one
+    back = _kernel_text(artifact, fallback.kernel)
+    assert ("barrier(CLK_GLOBAL_MEM_FENCE)" in back) == bool(fallback_scratch)
+    assert len(re.findall(r"\bout\[", back)) == (1 if fallback_scratch else 4)
+    assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(unstaged, fallback.kernel)
+    assert [str(b.count) for b in unstaged.buffers.values() if b.role == "temp"] == ["m_d0*m_d1"]
     head = artifact.source[:artifact.source.index("typedef")]
     assert "instead of " + preferred.kernel in head and "with an intermediate row in local memory" in head
-    l2_rows = auto.l2_normalised_rows.opencl_artifact()  # no intermediate: no fallback
-    assert [launch.fallback for launch in l2_rows.launches] == [False]
+    # no intermediate, but the row read by the norm's loop and by the result's: staged in a local
+    # row of its own, with the kernel as it was (no local row) for the fallback
+    l2_rows = auto.l2_normalised_rows.opencl_artifact()
+    assert [launch.fallback for launch in l2_rows.launches] == [False, True]
     assert "intermediate row" not in l2_rows.source
+    staged, unstaged = (_kernel_text(l2_rows, launch.kernel) for launch in l2_rows.launches)
+    assert len(re.findall(r"\bm\[", staged)) == 1 and len(re.findall(r"\bm\[", unstaged)) == 2
 
 
 def test_a_short_fold_known_when_compiling_stays_sequential():
