@@ -459,3 +459,48 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         check(gemv, m, rng.standard_normal(37).astype(np.float32))
     """, timeout=900)
     assert ok, report
+
+
+def test_staged_rows_under_oclgrind_have_no_race_or_out_of_bounds():
+    """dpia.stage_rows at the default group of 256 lanes: softmax (f64, f32) at row lengths 1, 255,
+    256, 257 in the kernel with the staged row (0 rows too; a row of 0 is an error: the max starts
+    from its element 0), and past Oclgrind's 32 KiB of local memory in
+    the fallback (f64: its exponentials in the output row; f32: in a scratch row), and the kernels
+    that got a staged row of their own (l2_normalised_rows, row_logsumexp) and their fallbacks."""
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import opencl_auto_kernels as auto
+        from corpus import ml, vision
+        from test_corpus import assert_close
+        rng = np.random.default_rng(5)
+
+        def check(kernel, m, oracle, ran):
+            got = kernel.opencl(m)
+            tol = dict(rtol=1e-5, atol=1e-6) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+            assert_close(got, np.asarray(kernel.reference(m)).reshape(got.shape), **tol)
+            assert_close(got, oracle(m), **tol)
+            kernels = [launch.kernel for launch in kernel.opencl_executable().last_profile]
+            assert [name.endswith("_fallback_k") for name in kernels] == ([ran == "fallback"] if len(m) else []), kernels
+
+        for kernel in (ml.softmax_rows, vision.softmax_rows_f32):  # rows of 0: no m[i][0], the max's init
+            try:
+                kernel.opencl(np.zeros((2, 0), np.float32 if kernel is vision.softmax_rows_f32 else np.float64))
+            except ValueError as err:
+                assert "read at index 0" in str(err)
+            else:
+                raise AssertionError("a row of length 0 went unnoticed")
+        for cols in (1, 255, 256, 257):
+            m = rng.standard_normal((2, cols))
+            check(ml.softmax_rows, m, ml.np_softmax_rows, "staged")
+            check(vision.softmax_rows_f32, m.astype(np.float32), vision.np_softmax_rows_f32, "staged")
+        check(ml.softmax_rows, np.zeros((0, 3)), ml.np_softmax_rows, "staged")
+        check(ml.softmax_rows, rng.standard_normal((1, 4200)), ml.np_softmax_rows, "fallback")
+        check(vision.softmax_rows_f32, rng.standard_normal((1, 8400)).astype(np.float32),
+              vision.np_softmax_rows_f32, "fallback")
+        l2 = lambda m: m / (np.sqrt((m * m).sum(axis=1, keepdims=True)) + 1.0)
+        lse = lambda m: np.log(np.exp(m - m.max(axis=1, keepdims=True)).sum(axis=1)) + m.max(axis=1)
+        for cols, ran in ((257, "staged"), (4200, "fallback")):
+            check(auto.l2_normalised_rows, rng.standard_normal((2, cols)), l2, ran)
+            check(auto.row_logsumexp, rng.standard_normal((2, 2 * cols)).astype(np.float32), lse, ran)
+    """, timeout=900)
+    assert ok, report
