@@ -192,9 +192,23 @@ class _Kernel:
                 and _writes_own_element_last(loop)
                 and all(a.element == index_symbol(loop.index) for a in sites[last].accesses if a.base == row)
                 and not any(a.base == row for s in sites[last + 1:] for a in s.accesses)
-                and _mentions_before(body, loop, name) == 0):
+                and _mentions_before(body, loop, name) == 0 and self._fenced(name, sites, body)):
             return None
         return target, _as_exp(target)
+
+    def _fenced(self, name: str, sites: list, body: p.Phrase) -> bool:
+        """Whether a barrier follows every access to the row ``name`` of a work-item other than
+        its elements' (softmax in Float: the sum from e[0], lane t reading e[256·j + t + 1]): the
+        next row's staging then writes no element another work-item still reads."""
+        owned = {id(s.loop): sum(a.owned for a in s.accesses if root(a.base) == name) for s in sites}
+        fenced = True
+        for leaf in _leaves(body):
+            if _mentions(leaf, name) > owned.get(id(leaf), 0):
+                fenced = False
+            if isinstance(leaf, p.ParFor) and leaf.strategy is not None and leaf.strategy.level == "local" and (
+                    getattr(self.buffers.get(root(leaf.acc)), "role", None) in ("local", "temp")):
+                fenced = True  # code generation's barrier after a local loop that wrote an intermediate
+        return fenced
 
     def _new_row(self, row: p.Phrase):
         data = p.data_of(row)

@@ -504,3 +504,27 @@ def test_staged_rows_under_oclgrind_have_no_race_or_out_of_bounds():
             check(auto.row_logsumexp, rng.standard_normal((2, 2 * cols)).astype(np.float32), lse, ran)
     """, timeout=900)
     assert ok, report
+
+
+def test_a_staged_row_shares_the_row_it_becomes_only_behind_a_barrier(intel_cpu_context):
+    """Softmax's staged row becomes its exponentials' row (one local row, as f32's, whose sum reads
+    e[k + 1] across the work-items and is followed by its tree's barrier); reversed softmax's last
+    loop reads the exponentials across the work-items with no barrier after it, before the group's
+    next row would be staged into them: a staged row of its own, two local rows, the fallback's
+    scratch kept.  Each against the reference and numpy, with the local rows and in the fallback."""
+    reversed_rows = auto.reversed_softmax_rows
+    artifact = reversed_rows.opencl_artifact()
+    rows = lambda launch: sorted(str(artifact.buffers[a].count) for a in launch.args  # noqa: E731
+                                 if a in artifact.buffers and artifact.buffers[a].role in ("local", "temp")
+                                 and not artifact.buffers[a].count.is_Integer)
+    assert [rows(launch) for launch in artifact.launches] == [["m_d1", "m_d1"], ["m_d0*m_d1"]]
+    text = _kernel_text(artifact, artifact.launches[0].kernel)
+    assert len(re.findall(r"\bm\[", text)) == 2  # the row once, and m[row][0]
+    executable = reversed_rows.opencl_executable(intel_cpu_context)
+    rng = np.random.default_rng(11)
+    for shape, ran in (((3, 257), "_k"), ((1, 70_000), "_fallback_k")):
+        m = rng.standard_normal(shape)
+        got = executable(m)
+        assert_close(got, np.asarray(reversed_rows.reference(m)).reshape(shape), rtol=1e-12, atol=1e-14)
+        assert_close(got, ml.np_softmax_rows(m)[:, ::-1], rtol=1e-12, atol=1e-14)
+        assert [launch.kernel[-len(ran):] == ran for launch in executable.last_profile] == [True]
