@@ -23,8 +23,14 @@ reads are left as they are).  Where the last of those readers is a ``build_local
 length and type that writes its own element last from what it read (softmax's
 ``e[c] = exp(m[i][c] - mx)``) into a local row used by no earlier command, S is that row: the
 element is read before it is overwritten, by the same work-item, so the group needs one row of
-local memory, not two.  Otherwise S is a local row of its own.  The fallback kernel, whose rows
-are in global memory because they do not fit the device's local memory, stages nothing.
+local memory, not two.  That row's accesses by other work-items than its elements' (Float
+softmax's sum, from e[0], reads e[256·j + t + 1]) must each be followed by a barrier (after a local
+loop that wrote an intermediate: code generation's) before the group's body ends, or the next row's
+staging could overwrite an element another work-item has still to read (``_fenced``).  Otherwise S
+is a local row of its own; a kernel that had no local row of a size known only at the call then
+gets the kernel as it was for its fallback (``hoist_opencl``'s mechanism: the launcher runs it where
+the local rows do not fit).  A fallback kernel, whose rows are in global memory because they do not
+fit the device's local memory, stages nothing.
 
 Output rows.  A row in global memory per group (the fallback's intermediate, one copy per row:
 rows × row length elements) whose every access is owned, and whose last reader writes the
