@@ -19,7 +19,9 @@ group's loop) read at owned elements by two or more of those loops is read from 
 once: the first loop whose read covers every element of the row (e = t over the row's length,
 or e = L'·j + t under ``if e < n`` with L'·J ≥ n) stores each element it reads into a local row
 (``x := m[i][e]; S[e] := x``), and the later loops' owned reads of the row read S (their other
-reads are left as they are).  Where the last of those readers is a ``build_local`` of the same
+reads are left as they are).  Only on a device whose local memory is a scratchpad (a GPU's): where
+it is global memory (a CPU's), the second read hits the same cache that the copy would be in, and
+the copy is only more stores.  Where the last of those readers is a ``build_local`` of the same
 length and type that writes its own element last from what it read (softmax's
 ``e[c] = exp(m[i][c] - mx)``) into a local row used by no earlier command, S is that row: the
 element is read before it is overwritten, by the same work-item, so the group needs one row of
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 import sympy
 
 from fsmooth.artifact import result_components
+from fsmooth.cost_model import DeviceDescription
 from fsmooth.dps.ranges import Ranges
 from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT
@@ -58,9 +61,9 @@ from .index_paths import Alias, BufferVariable, ScalarVariable, SymbolicInteger,
 from .strategy_check import root
 
 
-def stage_rows(planned):
-    """``planned`` (a ``codegen_opencl.OpenCLPlan``) with its rows staged and its per-group scratch
-    rows kept in the output (module docstring)."""
+def stage_rows(planned, device: DeviceDescription):
+    """``planned`` (a ``codegen_opencl.OpenCLPlan``) with its rows staged where ``device``'s local
+    memory is a scratchpad, and its per-group scratch rows kept in the output (module docstring)."""
     k, plan = planned.kernel, planned.kernels
     sizes = {s.name: s.name for s in k.sizes}
     env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
@@ -80,8 +83,8 @@ def stage_rows(planned):
         if (phase.last is None and phase.tail is None and not phase.sequential and phase.local_size is not None
                 and len(phase.local_size) == 1 and sympy.sympify(phase.local_size[0]).is_Integer):
             before = set(buffers)
-            kernel = _Kernel(sizes, inputs, int(phase.local_size[0]), not phase.fallback, buffers, names, released,
-                             elsewhere)
+            staging = not phase.fallback and device.local_memory == "scratchpad"
+            kernel = _Kernel(sizes, inputs, int(phase.local_size[0]), staging, buffers, names, released, elsewhere)
             staged = dataclasses.replace(phase, body=kernel.comm(phase.body, env, start))
             if not phase.fallback and not (j + 1 < len(plan.phases) and plan.phases[j + 1].fallback) and any(
                     not sympy.sympify(buffers[name].count).is_Integer for name in set(buffers) - before):

@@ -82,6 +82,8 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     vectorised, then printed."""
     from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
     from fsmooth.dpia.stage_rows import stage_rows
+
+    from .cost_model import GENERIC_GPU
     from fsmooth.dpia.translate_strategies import strategy_program
     from fsmooth.dpia.vectorize import vectorize_plan
 
@@ -90,8 +92,8 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
                                                                   options.opencl_reduction.launches == 1)),
-            Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"]) if options.stage_rows
-                 else forms["plan_opencl"]),
+            Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
+                 if options.stage_rows else forms["plan_opencl"]),
             Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_rows"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
                                                                  forms["auto_reductions"].notes)))
