@@ -524,7 +524,8 @@ def test_a_staged_row_shares_the_row_it_becomes_only_behind_a_barrier(intel_cpu_
     assert [rows(launch) for launch in artifact.launches] == [["m_d1", "m_d1"], ["m_d0*m_d1"]]
     text = _kernel_text(artifact, artifact.launches[0].kernel)
     assert len(re.findall(r"\bm\[", text)) == 2  # the row once, and m[row][0]
-    executable = reversed_rows.opencl_executable(intel_cpu_context)
+    # compiled for a GPU (a CPU's local memory is its RAM: nothing staged there), run on Intel's CPU
+    executable = reversed_rows.with_options(opencl_device=GENERIC_GPU).opencl_executable(intel_cpu_context)
     rng = np.random.default_rng(11)
     for shape, ran in (((3, 257), "_k"), ((1, 70_000), "_fallback_k")):
         m = rng.standard_normal(shape)
