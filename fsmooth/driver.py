@@ -5,7 +5,7 @@
             ─▶ dpia ─▶ interchange ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
             ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
-            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
+            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ stage_rows ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
 (``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
@@ -81,6 +81,9 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     keeping the strategies, then OpenCL: the kernels planned (loop levels, hoisted buffers),
     vectorised, then printed."""
     from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
+    from fsmooth.dpia.stage_rows import stage_rows
+
+    from .cost_model import GENERIC_GPU
     from fsmooth.dpia.translate_strategies import strategy_program
     from fsmooth.dpia.vectorize import vectorize_plan
 
@@ -89,7 +92,9 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
                                                                   options.opencl_reduction.launches == 1)),
-            Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
+            Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
+                 if options.stage_rows else forms["plan_opencl"]),
+            Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_rows"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
                                                                  forms["auto_reductions"].notes)))
 

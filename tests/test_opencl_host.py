@@ -425,14 +425,27 @@ def softmax(v: Array[Double]) -> Array[Double]:
     e = build(length(v), lambda j: fs.exp(v[j] - mx))
     total = ifold(lambda acc, j: acc + e[j], 0.0, length(v))
     return build(length(v), lambda j: e[j] / total)
+
+
+@fs.kernel
+def reversed_softmax_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    return build(length(m), lambda i: reversed_softmax(m[i]))
+
+
+@fs.kernel
+def reversed_softmax(v: Array[Double]) -> Array[Double]:
+    mx = ifold(lambda acc, j: fs.max(acc, v[j]), v[0], length(v))
+    e = build(length(v), lambda j: fs.exp(v[j] - mx))
+    total = ifold(lambda acc, j: acc + e[j], 0.0, length(v))
+    return build(length(v), lambda j: e[length(v) - 1 - j] / total)
 """
 
 
 @needs_pip_opencl
 def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
-    """Softmax's exponentials are a row of local memory, or of a 'temp' buffer in the fallback
+    """Softmax's exponentials are a row of local memory, or the result's row in the fallback
     launch where the row (and the reductions' trees) exceed Oclgrind's 32 KiB of local memory:
-    the host code runs one of the two and creates the temporary only for the fallback."""
+    the host code runs one of the two, neither with a temporary."""
     from corpus import ml
 
     (tmp_path / "rows.py").write_text(_SOFTMAX_ROWS)
@@ -449,9 +462,19 @@ def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
     for m, (status, got, _) in zip(args, answers):
         assert status == 0
         np.testing.assert_allclose(got, ml.np_softmax_rows(m), **F64)
-    # m, out and the status buffer (no temporary: the exponentials are local); then only the
-    # fallback's temporary (m and out, of 6,000 elements, hold 4,200: a buffer that grows, made
-    # anew, has Oclgrind report its reads as uninitialised, test_buffers_are_allocated_once_per_shape)
+    # m, out and the status buffer, and nothing more: no temporary, the exponentials are local, and
+    # the fallback keeps them in the result's row (dpia.stage_rows), where it had a temporary of
+    # rows x row length (m and out, of 6,000 elements, hold 4,200: no buffer made anew)
+    assert [created for _, _, created in answers] == [3, 3, 3]
+    # reversed, the exponentials are read across the work-items: the fallback's temporary stays,
+    # created for the fallback only
+    driver = Driver(build, manifest, ["reversed_softmax_rows"], "-g", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=undefined")
+    args = [rng.standard_normal(shape) for shape in ((3, 1400), (1, 4200), (3, 1))]  # two local rows: 1,400 fit
+    answers = driver.run([("reversed_softmax_rows", (m,)) for m in args], ASAN_OPTIONS="detect_leaks=1")
+    for m, (status, got, _) in zip(args, answers):
+        assert status == 0
+        np.testing.assert_allclose(got, ml.np_softmax_rows(m)[:, ::-1], **F64)
     assert [created for _, _, created in answers] == [3, 4, 4]
 
 
