@@ -109,6 +109,7 @@ BANKS = 32  # local memory banks: a tile has one unused slot after every 32, so 
 # larger tiles mean fewer look-backs: on the H200 a cumsum of 16 / 128 Mi floats took 0.097 / 0.694
 # ms in 8 KiB tiles, 0.073 / 0.475 in 16 KiB, 0.065 / 0.389 in 32 KiB (torch.cumsum: 0.067 / 0.443).
 SINGLE_PASS_TILE_BYTES = 32768
+MIN_LOCAL_MEMORY = 32 * 1024  # OpenCL's CL_DEVICE_LOCAL_MEM_SIZE for a full-profile device, at least
 LOOKBACK_WINDOW = 32  # the predecessors a group reads at once in its look-back, one per work-item
 LOOKBACK_EXTENSION = "cl_khr_int64_base_atomics"  # what the single pass needs of the device
 _SINGLE_PASS_SCALARS = {Float: 1, Double: 2, Index: 2, Card: 2}  # 32-bit pieces of a leaf's bits

@@ -178,19 +178,22 @@ def _groups(launch, n: int) -> int:
                                              (prefix_min_max, {}), (float_cumsum, {})])
 def test_a_float_scan_or_a_filter_is_one_launch_of_a_group_per_tile(kernel, options):
     """The single pass: one launch of LOCAL work-items per tile of SINGLE_PASS_TILE_BYTES of states
-    (on the generic GPU's 48 KiB of local memory), one group for n = 0 (it writes a filter's kept length, and
+    (on the generic GPU's 48 KiB of local memory; half as many for no device named: the next test),
+    one group for n = 0 (it writes a filter's kept length, and
     copies it out: no launch of its own); the look-back's words need the 64-bit atomics."""
-    scan, = _launches(kernel, **options)
+    scan, = _launches(kernel, opencl_device=GENERIC_GPU, **options)
     assert int(scan.local_size[0]) == LOCAL
     state_bytes = {float_cumsum: 4, prefix_min_max: 16}.get(kernel, 8)
     tile = SINGLE_PASS_TILE_BYTES // state_bytes
     for n, groups in ((0, 1), (1, 1), (tile, 1), (tile + 1, 2), (16 * MI, 16 * MI // tile)):
         assert _groups(scan, n) == groups
     assert compile_to_opencl(kernel.program(), replace(kernel.options, **options)).extensions == (LOOKBACK_EXTENSION,)
+    assert _groups(_launches(kernel, **options)[0], tile) == 2  # 16 KiB tiles: OpenCL's least local memory
 
 
 def test_the_single_pass_tile_fits_the_device_local_memory():
-    """32 KiB tiles where a group has 48 KiB of local memory, 16 KiB where it has OpenCL's minimum."""
+    """32 KiB tiles where a group has 48 KiB of local memory, 16 KiB where it has OpenCL's minimum
+    (and where no device is named: fsmooth compile's host code may run on any)."""
     small = replace(GENERIC_GPU, name="a GPU of 32 KiB local memory", local_memory_bytes=32 * 1024)
     for device, tile_bytes in ((GENERIC_GPU, SINGLE_PASS_TILE_BYTES), (small, SINGLE_PASS_TILE_BYTES // 2)):
         scan, = _launches(float_cumsum, opencl_device=device)
