@@ -302,11 +302,11 @@ def test_whether_a_callee_returns_a_small_array_is_translated_once_per_kernel(mo
     ask, translate = inline_kernels.returns_small_array, inline_kernels.shape_kernel
     monkeypatch.setattr(inline_kernels, "returns_small_array", lambda p, k: asked.append(k.name) or ask(p, k))
     monkeypatch.setattr(inline_kernels, "shape_kernel", lambda k, *a: translated.append(k.name) or translate(k, *a))
-    inline_kernels._small_constant_result.cache_clear()
+    inline_kernels.constant_result_count.cache_clear()
     program = optimized(adbench_hand.hand_objective)
     # each asked more than once (20 questions of 9 callees); those returning an array translated once
     arrays = {name for name in asked if isinstance(program.kernels[name].result, ArrayT)}
     assert len(asked) > len(set(asked)) and sorted(translated) == sorted(arrays)
     # and memoised, the answers are those of a fresh translation
-    inline_kernels._small_constant_result.cache_clear()
+    inline_kernels.constant_result_count.cache_clear()
     assert optimized(adbench_hand.hand_objective) == program
