@@ -343,6 +343,7 @@ class KernelEmitter:
                     self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
                                                         False, facts))
                 case paths.InRange(i, length, loc, None, symbol):
+                    index_nonnegative = nonnegative(i, ranges)
                     text = self.cint(i, ranges)
                     if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
                         # evaluated once, for the test and for the read
@@ -351,7 +352,8 @@ class KernelEmitter:
                         i, text = index_symbol(name), name
                     bound = self.cint(length, ranges)
                     record = RangeCheck(loc, text, bound, True)
-                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record))
+                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record,
+                                            index_nonnegative, nonnegative(length, ranges)))
                     self.range_checks.append(record)
                     tested[symbol] = i
         return tested

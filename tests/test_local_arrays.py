@@ -155,8 +155,10 @@ def test_ba_runs_fewer_instructions_with_its_vectors_in_locals_and_project_inlin
     monkeypatch.setattr(local_arrays, "SMALL_ARRAY_BYTES", 0)
     off, printed_off = instructions(build_ba(tmp_path / "off", ("-O3", "-fwrapv")), tmp_path / "off")
     assert printed_on == printed_called == printed_off and printed_on.startswith("0 ")  # the same bits
-    # gcc 12, portable (SSE2), 997 observations: 269,479 with project and Rodrigues' rotation
-    # called against 278,456 with their vectors in the arena too; inlined, their vectors are
-    # the loop's scalars: 232,217 (-14 %)
+    # gcc 12, portable (SSE2), 997 observations: 239,564 with project and Rodrigues' rotation
+    # called against 248,540 with their vectors in the arena too; inlined, their vectors are
+    # the loop's scalars: 228,228 (-4.7 %).  (Before a range test took one comparison,
+    # dpia.loop_checks.RangeTest: 269,479, 278,456 and 232,217; the called kernels, which test
+    # every read of their parameters, gained the most from it.)
     assert called < 0.98 * off, (called, off)
-    assert on < 0.95 * called, (on, called)
+    assert on < 0.97 * called, (on, called)
