@@ -113,8 +113,8 @@ class Options:
     fastmath: bool = False
     # A filter in one launch (the single pass of single_pass_scan: mask, scan and scatter per tile,
     # dpia.scan_opencl) rather than three. Off: on an H200 the three launches were the faster
-    # (torch.masked_select's time over fsmooth's at 16 and 128 Mi floats: 1.50x and 1.38x, against
-    # 1.01x and 0.80x in one launch, whose look-back waits longer on the scatter's writes).
+    # (torch.masked_select's time over fsmooth's at 16 and 128 Mi floats, two runs: 1.39-1.50x,
+    # against 0.77-1.01x in one launch, whose tiles wait longer on their predecessors).
     single_pass_filter: bool = False
     # The shape of the automatic parallel reductions (OpenCLReduction below; FSMOOTH_OPENCL_REDUCTION)
     opencl_reduction: OpenCLReduction = field(default_factory=lambda: OpenCLReduction())
