@@ -42,7 +42,8 @@ def test_a_no_flag_for_every_optimisation_field_and_no_other(capsys):
     out = capsys.readouterr().out
     assert set(optimisations()) == {"fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce",
                                     "licm", "guards_to_bounds", "merge_allocs", "hoist_allocs", "hoist_checks",
-                                    "reduce_strength", "interchange", "map_fission", "auto_reductions"}
+                                    "reduce_strength", "interchange", "map_fission", "auto_reductions",
+                                    "update_in_place"}
     for name in optimisations():
         assert f"--no-{name.replace('_', '-')}" in out
     assert "--no-parallel" not in out and "--no-check-arena" not in out and "--no-verify" not in out
