@@ -33,11 +33,12 @@ from fsmooth.shape.sizes import size_symbol
 from fsmooth.types import ArrayT, Bool
 
 from . import ir
-from .terms import names_used, split_ref
+from .terms import UseSets, names_used, rebase, split_ref
 
 
 def update_in_place(t: ir.Term) -> ir.Term:
     """``t`` with every ifold of an array state whose step reads it pointwise updating it in place,
+    and every build that reads an array dead after it only pointwise written over that array,
     innermost first."""
     t = ir.map_children(update_in_place, t)
     match t:
@@ -46,13 +47,22 @@ def update_in_place(t: ir.Term) -> ir.Term:
             step = in_place_step(fold)
             if step is not None:  # the second buffer is no longer used: its alloc goes
                 return replace(fold, body=step, buffers=(first, first))
+        case ir.Alloc(region, elem, count, ir.Let(name, ir.Build(dest=ir.RVar(written)) as rhs, ir.Alloc(
+                inner, inner_elem, inner_count, ir.Let(mapped, ir.Build(dest=ir.RVar(dest)) as build, after) as use)) as scope) \
+                if written == region and dest == inner and (inner_elem, inner_count) == (elem, count) \
+                and name not in names_used(after) and inner not in UseSets().regions(after):
+            reads = Pointwise(name, scope.dims, ir.RVar(inner))
+            over = reads.array_term(build, {name: reads.whole})
+            if over is not None:  # written over ``name``, in its region: the other alloc goes
+                moved = rebase(over, inner, ir.RVar(region), sympy.Integer(0))
+                return replace(t, body=replace(scope, body=replace(use, rhs=moved)))
     return t
 
 
 def in_place_step(fold: ir.Ifold) -> ir.Term | None:
     """``fold``'s step writing its new state into the state's own buffer, or None where it reads
     the state elsewhere than where it writes (or writes it elsewhere than in its last build)."""
-    state = Pointwise(fold.state, fold.dims)
+    state = Pointwise(fold.state, fold.dims, ir.StateDest(fold.state))
     last = _last(fold.body)
     if not isinstance(last, ir.Build) or last.dest != ir.StateDest(fold.state):
         return None
@@ -81,10 +91,12 @@ def _count(dims) -> sympy.Expr:
 
 
 class Pointwise:
-    """The reads of one ifold's state ``name`` (dims ``dims``) in its step's last build."""
+    """The reads of the array ``name`` (dims ``dims``) in a build writing over it: into ``dest``
+    (an ifold's new state, or a region of the same size)."""
 
-    def __init__(self, name: str, dims: tuple):
+    def __init__(self, name: str, dims: tuple, dest: ir.Ref):
         self.name = name
+        self.dest = dest
         self.whole = _View(sympy.Integer(0), tuple(dims))
 
     def views_before(self, lets: list) -> dict:
@@ -118,7 +130,7 @@ class Pointwise:
         match t:
             case ir.Build(dest, _, index, body, ArrayT(elem)):
                 base, offset = split_ref(dest)
-                if base != ir.StateDest(self.name):
+                if base != self.dest:
                     return None if self.reads_state(t, views) else t
                 if isinstance(elem, ArrayT):
                     inner = self.array_term(body, views)
@@ -163,7 +175,7 @@ class Pointwise:
                 return True
             case ir.Build(dest, _, index, body, ArrayT(elem)):
                 base, offset = split_ref(dest)
-                if base != ir.StateDest(self.name):
+                if base != self.dest:
                     return False
                 if isinstance(elem, ArrayT):
                     return self.copies(body, views)

@@ -1,6 +1,6 @@
 """Issue 11: an ifold whose step reads its array state only where it writes it updates it in place
 (``fsmooth.dps.in_place``): one buffer, and an element it would copy to its own place is not
-written.  Proven by counting the scalars the DPS interpreter stores (``Run.work["store"]``) with
+written; likewise a build that reads an array dead after it only pointwise is written over it.  Proven by counting the scalars the DPS interpreter stores (``Run.work["store"]``) with
 the option on and off, at two sizes where it is the complexity that changes, the results bit for
 bit the same.  The kernels: ADBench Hand's walk of the bone hierarchy (tests/corpus/adbench_hand.py,
 compiled against numpy in tests/test_adbench_corpus.py) and tests/corpus/loop_work.py's
@@ -24,7 +24,7 @@ from fsmooth.dps.translate import dps_program
 from fsmooth.optimize import optimize_program
 from fsmooth.options import Options
 from fsmooth.shape.translate import shape_program
-from test_adbench_corpus import hand_model
+from test_adbench_corpus import hand_model, skinning_args
 
 
 def dps_for_c(kernel: fs.Kernel, **changes) -> ir.Program:
@@ -39,6 +39,13 @@ def run(kernel: fs.Kernel, *args, **changes):
     result = run_kernel(dps_for_c(kernel, **changes), kernel.name, list(args))
     assert result.high_water <= result.scratch
     return result
+
+
+def scratch(kernel: fs.Kernel, args: tuple, **changes) -> int:
+    """The kernel's computed scratch bytes (``Kernel.scratch``) at the sizes of ``args``."""
+    k = dps_for_c(kernel, **changes).kernels[kernel.name]
+    sizes = {d: n for (_, _, dims), a in zip(k.params, args) for d, n in zip(dims, np.shape(a))}
+    return int(k.scratch.xreplace(sizes))
 
 
 def fold_buffers(kernel: fs.Kernel, **changes) -> list[tuple]:
@@ -91,3 +98,20 @@ def test_a_step_that_reads_another_element_keeps_two_buffers():
     assert first != second
     v, order = np.arange(5.0), np.array([0, 4, 4, -1, 7, 2])
     np.testing.assert_array_equal(run(loop_work.shift_one, v, order).result, loop_work.np_shift_one(v, order))
+
+
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_the_mirrored_positions_are_written_over_the_skinned_ones(mirrored):
+    vertices = 8
+    args = skinning_args(np.random.default_rng(vertices), (5, vertices, 0, mirrored, False))
+    skin = adbench_hand.get_skinned_vertex_positions
+    on, off = run(skin, *args), run(skin, *args, update_in_place=False)
+    np.testing.assert_array_equal(on.result, off.result)
+    np.testing.assert_allclose(on.result, adbench_hand.np_get_skinned_vertex_positions(*args), rtol=1e-12, atol=1e-12)
+    # the bone walk's B (B - 1) transforms not copied (above), and no copy of the V x 3 skinned
+    # positions: only a mirrored hand's x is written, negated
+    bones = len(args[0])
+    assert off.work["store"] - on.work["store"] == 16 * bones * (bones - 1) + (2 if mirrored else 3) * vertices
+    # ADBench's 544 vertices, where the positions are the largest arrays: one V x 3 array less
+    args = skinning_args(np.random.default_rng(1), (5, 544, 0, mirrored, False))
+    assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 3 * 8 * 544
