@@ -21,7 +21,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_list_passes_shows_each_rewrite_under_the_optimisations(capsys):
     status, out, _ = run(capsys, F, "--list-passes")
     assert status == 0
-    assert out.split() == ["core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "c"]
+    assert out.split() == ["core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "single_trip", "c"]
     assert "  cse\n" in out
     _, out, _ = run(capsys, F, "--list-passes", "--no-cse", "--no-dce")
     assert "cse" not in out.split() and "dce" not in out.split() and "constant_folding" in out.split()

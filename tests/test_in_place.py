@@ -1,6 +1,7 @@
 """Issue 11: an ifold whose step reads its array state only where it writes it updates it in place
 (``fsmooth.dps.in_place``): one buffer, and an element it would copy to its own place is not
-written; likewise a build that reads an array dead after it only pointwise is written over it.  Proven by counting the scalars the DPS interpreter stores (``Run.work["store"]``) with
+written, and a loop that then acts at one index runs that one trip (``fsmooth.dpia.single_trip``);
+likewise a build that reads an array dead after it only pointwise is written over it.  Proven by counting the scalars the DPS interpreter stores (``Run.work["store"]``) with
 the option on and off, at two sizes where it is the complexity that changes, the results bit for
 bit the same.  The kernels: ADBench Hand's walk of the bone hierarchy (tests/corpus/adbench_hand.py,
 compiled against numpy in tests/test_adbench_corpus.py) and tests/corpus/loop_work.py's
@@ -12,11 +13,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import sympy
 
 import fsmooth as fs
 from corpus import adbench_hand, loop_work
+from fsmooth import driver
 from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
+from fsmooth.dpia import phrases as p
 from fsmooth.dps import ir
 from fsmooth.dps.interp import run_kernel
 from fsmooth.dps.simplify import simplify_allocs
@@ -25,6 +29,7 @@ from fsmooth.optimize import optimize_program
 from fsmooth.options import Options
 from fsmooth.shape.translate import shape_program
 from test_adbench_corpus import hand_model, skinning_args
+from test_codegen_c import ASAN, Runner, run_under_address_sanitizer
 
 
 def dps_for_c(kernel: fs.Kernel, **changes) -> ir.Program:
@@ -53,7 +58,7 @@ def fold_buffers(kernel: fs.Kernel, **changes) -> list[tuple]:
     return [u.buffers for u in ir.walk(program.kernels[kernel.name].body) if isinstance(u, ir.Ifold) and u.buffers]
 
 
-@pytest.mark.parametrize("fingers", [5, 20])  # ADBench's hand: 22 bones; 82
+@pytest.mark.parametrize("fingers", [5, 10])  # ADBench's hand: 22 bones; 42
 def test_the_bone_walk_writes_one_transform_a_step_not_all(fingers):
     parents, relatives, *_ = hand_model(np.random.default_rng(fingers), fingers, 4)
     bones = len(parents)
@@ -115,3 +120,47 @@ def test_the_mirrored_positions_are_written_over_the_skinned_ones(mirrored):
     # ADBench's 544 vertices, where the positions are the largest arrays: one V x 3 array less
     args = skinning_args(np.random.default_rng(1), (5, 544, 0, mirrored, False))
     assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 3 * 8 * 544
+
+
+def fold_parfor_sizes(kernel: fs.Kernel, **changes) -> list:
+    """The sizes of the parfors inside the array-state fold of ``kernel``'s C (its imperative DPIA)."""
+    options = replace(kernel.options, **changes)
+    body = driver.run_passes(driver.c_passes(options), kernel.program()).last("single_trip").kernels[kernel.name].body
+    fold, = [c for c in p.walk(body) if isinstance(c, p.DoubleBuffer)]
+    return [c.size for c in p.walk(fold.body) if isinstance(c, p.ParFor)]
+
+
+def test_the_step_runs_one_trip_for_the_element_it_changes():
+    # dpia.single_trip: parfor n A (λ k o. if k == j then P else skip) runs P once, at k = j
+    assert fold_parfor_sizes(loop_work.histogram) == []
+    assert fold_parfor_sizes(loop_work.histogram, update_in_place=False) == [sympy.Symbol("n", integer=True, nonnegative=True)]
+    assert fold_parfor_sizes(adbench_hand.relatives_to_absolutes) == [4, 4, 4, 4]  # the transform, and its write
+    assert len(fold_parfor_sizes(adbench_hand.relatives_to_absolutes, update_in_place=False)) == 5
+
+
+def test_in_place_updates_through_the_abi(tmp_path):
+    """The C, called as the ABI says (UBSan; ASan under ASAN): scratch of exactly the computed size."""
+    skin = adbench_hand.get_skinned_vertex_positions
+    (tmp_path / "hand").mkdir()
+    (tmp_path / "histogram").mkdir()
+    hand = compile_to_c(skin.program())
+    rng = np.random.default_rng(11)
+    for mirrored in (False, True):
+        args = skinning_args(rng, (5, 40, 0, mirrored, False))
+        run_skin = Runner(hand, tmp_path / "hand", skin.name)
+        np.testing.assert_allclose(run_skin(*args), adbench_hand.np_get_skinned_vertex_positions(*args),
+                                   rtol=1e-12, atol=1e-12)
+    run_walk = Runner(hand, tmp_path / "hand", "relatives_to_absolutes")
+    parents, relatives = args[0], args[1]
+    np.testing.assert_allclose(run_walk(relatives, parents), adbench_hand.np_relatives_to_absolutes(relatives, parents),
+                               rtol=1e-12, atol=1e-12)
+    run_histogram = Runner(compile_to_c(loop_work.histogram.program()), tmp_path / "histogram", "histogram")
+    for n in (0, 1, 200):
+        bins = rng.integers(-3, n + 3, 2 * n + 5)
+        np.testing.assert_array_equal(run_histogram(bins, n), loop_work.np_histogram(bins, n))
+
+
+@pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
+def test_in_place_c_under_address_sanitizer():
+    result = run_under_address_sanitizer(__file__, "through_the_abi")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
