@@ -20,7 +20,17 @@ region goes).  In that buffer a scalar written from the same place of ``s`` is a
 - an ``if`` of a scalar whose branch is that scalar read from its own place: that branch is
   ``keep``.
 
-A state read elsewhere in E (``s[k - 1]``, a view passed to a call) keeps its two buffers.
+A state read elsewhere in E (``s[k - 1]``, a view passed to a call) keeps its two buffers.  The
+C back end then runs a loop whose body acts at one index only, ``if k == j then P else keep``,
+for that one trip (``dpia.single_trip``).
+
+The same reasoning writes a build over an array it reads: in
+
+    alloc r (let a = build r ... in alloc r' (let b = build r' n (λ k. E) in body))
+
+where E reads ``a`` only pointwise, ``body`` does not use ``a`` and the regions are alike, ``b`` is
+built in r (r' goes), and a scalar of E that copies ``a``'s from its own place is ``keep`` (Hand's
+mirrored positions over the skinned ones: only a mirrored hand's x is written, negated).
 """
 from __future__ import annotations
 
