@@ -17,7 +17,7 @@ import sympy
 
 import fsmooth as fs
 from corpus import adbench_hand, loop_work
-from fsmooth import driver
+from fsmooth import Array, Double, build, driver, ifold, length
 from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
 from fsmooth.dpia import phrases as p
@@ -164,3 +164,32 @@ def test_in_place_updates_through_the_abi(tmp_path):
 def test_in_place_c_under_address_sanitizer():
     result = run_under_address_sanitizer(__file__, "through_the_abi")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@fs.kernel
+def doubled_past_three(v: Array[Double]) -> Double:
+    """b is a's elements, doubled past the third: written over a, which nothing reads after."""
+    n = length(v)
+    a = build(n, lambda i: fs.exp(v[i]))
+    b = build(n, lambda i: a[i] * 2.0 if i > 2 else a[i])
+    return ifold(lambda s, i: s + b[i] * fs.sin(b[i]) + b[n - 1 - i], 0.0, n)
+
+
+@fs.kernel
+def doubled_and_reversed(v: Array[Double]) -> Double:
+    """As doubled_past_three, but the fold reads a too (a[n-1-i]), so b needs its own region."""
+    n = length(v)
+    a = build(n, lambda i: fs.exp(v[i]))
+    b = build(n, lambda i: a[i] * 2.0 if i > 2 else a[i])
+    return ifold(lambda s, i: s + b[i] * fs.sin(b[i]) + a[n - 1 - i], 0.0, n)
+
+
+def test_a_build_is_written_over_an_array_only_where_nothing_reads_it_after():
+    v = np.random.default_rng(7).uniform(-1.0, 1.0, 37)
+    over, off = run(doubled_past_three, v), run(doubled_past_three, v, update_in_place=False)
+    assert over.result == off.result == doubled_past_three.reference(v)
+    assert off.work["store"] - over.work["store"] == 3  # the first three, copied before, are left
+    assert over.scratch == off.scratch - 16 * 19  # 37 doubles, rounded up to ALIGN
+    kept, off = run(doubled_and_reversed, v), run(doubled_and_reversed, v, update_in_place=False)
+    assert kept.result == off.result == doubled_and_reversed.reference(v)
+    assert (kept.work["store"], kept.scratch) == (off.work["store"], off.scratch)
