@@ -25,12 +25,14 @@ Functional phrases (exp[δ]):
     component k of a record expression, or the acceptor of component k of a record acceptor:
     DPIA's fst/snd and their acceptors; codegen resolves it, as it resolves Idx)
   | Alloc(r, n.num @ offset, E) (a region of the arena, DPS ``alloc``) | CallExp(f, args)
+  | Kept (what its acceptor holds already, DPS ``keep``: A(Kept)(A) = skip)
 Imperative commands (comm):
   Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
   the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
   | ParallelReduce(n, A, ⊕, partials, λ i. P) (a reduction's loop on threads, A its accumulator)
   | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
-  iteration i reads s, writes o, then the two buffers swap; Q reads the final state)
+  iteration i reads s, writes o, then the two buffers swap; Q reads the final state; b0 = b1: one
+  buffer, s and o the same, updated in place, ``dps.in_place``)
 
 Vectors (RISE & Shine §5: asVector/asScalar; made by ``dpia.vectorize``, printed by the OpenCL
 back end only):
@@ -285,6 +287,14 @@ class Filter(Phrase):
     pred: Phrase  # exp[bool]
     length: str
     data: Data  # of the array written: the capacity's
+
+
+@dataclass(frozen=True)
+class Kept(Phrase):
+    """The value its acceptor holds already: writing it is ``skip`` (DPS ``Keep``, a branch of a
+    step that updates an ifold's state in place, ``dps.in_place``)."""
+
+    data: Data
 
 
 @dataclass(frozen=True)
@@ -626,6 +636,8 @@ def show(p: Phrase, indent: int = 0) -> str:
             return f"{_atomic(tup, indent)}.{index}"
         case Skip():
             return "skip"
+        case Kept():
+            return "kept"
         case Seq(cmds):
             return (";\n" + pad).join(show(c, indent) for c in cmds)
         case Assign(acc, exp):
@@ -698,7 +710,7 @@ def data_of(p: Phrase) -> Data:
         case AsVector(data=data) | AsScalar(data=data) | Broadcast(data=data) | AllLanes(data=data):
             return data
         case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data) \
-                | Scan(data=data) | Filter(data=data):
+                | Scan(data=data) | Filter(data=data) | Kept(data=data):
             return data
         case Idx(elem=elem):
             return elem

@@ -227,6 +227,11 @@ def _acc_cond(t: Translation, e: p.Cond, a: p.Phrase) -> p.Phrase:
     return t.con(e.cond, lambda c: p.IfCmd(c, t.acc(e.then, a), t.acc(e.orelse, a)))
 
 
+def _acc_kept(t: Translation, e: p.Kept, a: p.Phrase) -> p.Phrase:
+    """A(kept)(A) = skip: A holds the value already."""
+    return p.Skip()
+
+
 def _con_cond(t: Translation, e: p.Cond, k: Cont) -> p.Phrase:
     return t.scalar_via_new(e, k)
 
@@ -274,6 +279,7 @@ TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
     p.Build: (_acc_build, _con_build),
     p.Ifold: (_acc_ifold, _con_ifold),
     p.Cond: (_acc_cond, _con_cond),
+    p.Kept: (_acc_kept, lambda t, e, k: t.storage_needed(e)),
     p.Let: (_acc_let, _con_let),
     p.Bind: (_acc_bind, _con_bind),
     p.Alloc: (_acc_alloc, _con_alloc),

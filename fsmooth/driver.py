@@ -67,13 +67,16 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     the module of the program's source (``c_module``)."""
     from fsmooth.dpia.codegen_c import generate_c
     from fsmooth.dpia.interchange import interchange_program
+    from fsmooth.dpia.single_trip import single_trip_program
     from fsmooth.dpia.translate import dpia_program
 
     return (*_front_passes(options, inline_every=False, target="c"),
             Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
             Pass("interchange", lambda forms, report: interchange_program(forms["dpia"]) if options.interchange
                  else forms["dpia"]),
-            Pass("c", lambda forms, report: generate_c(forms["interchange"], module or c_module(forms["core"]), options)))
+            Pass("single_trip", lambda forms, report: single_trip_program(forms["interchange"]) if options.update_in_place
+                 else forms["interchange"]),
+            Pass("c", lambda forms, report: generate_c(forms["single_trip"], module or c_module(forms["core"]), options)))
 
 
 def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
