@@ -33,7 +33,8 @@
 #define FS_STATUS_OPENCL 7
 
 /* What a kernel's buffer is (fsmooth.opencl_artifact.Buffer.role) and what a launch argument names. */
-enum fs_cl_role { FS_CL_INPUT, FS_CL_OUTPUT, FS_CL_TEMP, FS_CL_LOCAL, FS_CL_STATUS, FS_CL_COUNTER, FS_CL_HANDOVER };
+enum fs_cl_role { FS_CL_INPUT, FS_CL_OUTPUT, FS_CL_TEMP, FS_CL_LOCAL, FS_CL_STATUS, FS_CL_COUNTER, FS_CL_HANDOVER,
+                   FS_CL_LOOKBACK };
 enum fs_cl_arg_kind { FS_CL_ARG_BUFFER, FS_CL_ARG_SIZE, FS_CL_ARG_SCALAR };
 
 struct fs_cl_buffer { const char *name; int role; int64_t elem_bytes; };
@@ -207,12 +208,35 @@ static int fs_cl_candidates(struct fs_cl_context *ctx, const struct fs_cl_config
     return FS_STATUS_OK;
 }
 
-static int fs_cl_build(struct fs_cl_context *ctx, const char **source, cl_uint nsource, int needs_fp64) {
+/* Whether the device lists `extension` among its CL_DEVICE_EXTENSIONS (space-separated names). */
+static int fs_cl_has_extension(cl_device_id device, const char *extension) {
+    size_t size = 0;
+    if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS) return 0;
+    char *names = malloc(size + 1);
+    if (!names) return 0;
+    int found = 0;
+    if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, size, names, NULL) == CL_SUCCESS) {
+        names[size] = 0;
+        size_t length = strlen(extension);
+        for (const char *at = strstr(names, extension); at && !found; at = strstr(at + 1, extension))
+            found = (at == names || at[-1] == ' ') && (at[length] == ' ' || at[length] == 0);
+    }
+    free(names);
+    return found;
+}
+
+/* `needs_extension`: NULL, or the extension the program needs beside fp64 (the 64-bit atomics of
+ * the single-pass scans, dpia/scan_opencl.py). */
+static int fs_cl_build(struct fs_cl_context *ctx, const char **source, cl_uint nsource, int needs_fp64,
+                       const char *needs_extension) {
     cl_int err;
     cl_device_fp_config fp64 = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
     if (needs_fp64 && !fp64)
         return fs_cl_fail(ctx, FS_STATUS_OPENCL, "the kernels use double precision, but the OpenCL device has no fp64");
+    if (needs_extension && !fs_cl_has_extension(ctx->device, needs_extension))
+        return fs_cl_fail(ctx, FS_STATUS_OPENCL, "the kernels' single-pass scans need %s, which the OpenCL device lacks; "
+                          "compile them with the option single_pass_scan off (the three-phase scan)", needs_extension);
     clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc, &ctx->max_alloc, NULL);
     clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof ctx->local_mem, &ctx->local_mem, NULL);
     clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ctx->max_group, &ctx->max_group, NULL);
@@ -271,7 +295,8 @@ static int fs_cl_make_kernels(struct fs_cl_context *ctx) {
 /* Set up `ctx`: device, program, kernels.  A failure is kept (setup_status, setup_error): every
  * call then returns it, as Futhark's contexts do. */
 static void fs_cl_context_init(struct fs_cl_context *ctx, const struct fs_cl_config *cfg, const char **source,
-                               cl_uint nsource, int needs_fp64, const struct fs_cl_kernel *kernels, int nkernels,
+                               cl_uint nsource, int needs_fp64, const char *needs_extension,
+                               const struct fs_cl_kernel *kernels, int nkernels,
                                const char *(*status_message)(int)) {
     memset(ctx, 0, sizeof *ctx);
     ctx->kernels = kernels;
@@ -286,7 +311,7 @@ static void fs_cl_context_init(struct fs_cl_context *ctx, const struct fs_cl_con
     char *first_failure = NULL;
     for (int c = 0; c < ncandidates; c++) {
         ctx->device = candidates[c];
-        status = fs_cl_build(ctx, source, nsource, needs_fp64);
+        status = fs_cl_build(ctx, source, nsource, needs_fp64, needs_extension);
         if (status == FS_STATUS_OK) break;
         if (c == 0) first_failure = fs_cl_take_error(ctx);
         fs_cl_release_build(ctx);
@@ -450,9 +475,11 @@ static int fs_cl_enqueue(struct fs_cl_context *ctx, int k, const struct fs_cl_ca
         if (buffer->role == FS_CL_LOCAL || !fs_cl_passed(ctx, kernel, call, b)) continue;
         cl_mem before = state->buffers[b];
         if ((status = fs_cl_reuse(ctx, k, b, bytes)) != FS_STATUS_OK) return status;
-        if ((buffer->role == FS_CL_COUNTER || buffer->role == FS_CL_HANDOVER) && state->buffers[b] != before) {
+        if ((buffer->role == FS_CL_COUNTER || buffer->role == FS_CL_HANDOVER || buffer->role == FS_CL_LOOKBACK)
+            && state->buffers[b] != before) {
             /* zero when made: a one-launch reduction's tickets (left at zero by the launches) and
-             * partials (an atomic store reads the old value: opencl_artifact.Buffer) */
+             * partials (an atomic store reads the old value: opencl_artifact.Buffer), a single-pass
+             * scan's words (the kernel keeps them ready for the next call) */
             void *zeros = calloc((size_t)state->capacities[b], 1);
             if (!zeros) return fs_cl_fail(ctx, FS_STATUS_OUT_OF_MEMORY, "out of memory");
             err = clEnqueueWriteBuffer(ctx->queue, state->buffers[b], CL_TRUE, 0, (size_t)state->capacities[b], zeros,

@@ -343,6 +343,7 @@ class KernelEmitter:
                     self.range_checks.append(RangeCheck(loc, self.cint(i, ranges), self.cint(length, ranges),
                                                         False, facts))
                 case paths.InRange(i, length, loc, None, symbol):
+                    index_nonnegative = nonnegative(i, ranges)
                     text = self.cint(i, ranges)
                     if not re.fullmatch(r"[A-Za-z_]\w*|-?\d+", text):
                         # evaluated once, for the test and for the read
@@ -351,7 +352,8 @@ class KernelEmitter:
                         i, text = index_symbol(name), name
                     bound = self.cint(length, ranges)
                     record = RangeCheck(loc, text, bound, True)
-                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record))
+                    checks.append(RangeTest(text, bound, self.exit.fail(STATUS_OUT_OF_RANGE), record,
+                                            index_nonnegative, nonnegative(length, ranges)))
                     self.range_checks.append(record)
                     tested[symbol] = i
         return tested
@@ -543,12 +545,16 @@ class KernelEmitter:
                 checks = []
                 n = self.index(count, env, ranges, checks)
                 t = c_type(data)
-                s, o = self.namer.fresh(state), self.namer.fresh(out)
-                head = [f"{t} *{s} = {self.address(first, env, ranges, checks)};",
-                        f"{t} *{o} = {self.address(second, env, ranges, checks)};"]
-                inner = {**env, state: BufferVariable(s), out: BufferVariable(o)}
-                # the double buffer of RISE & Shine: the two buffers trade places, nothing is copied
-                swap = [f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}"]
+                s = self.namer.fresh(state)
+                head = [f"{t} *{s} = {self.address(first, env, ranges, checks)};"]
+                if first == second:  # one buffer: each iteration updates the state in place (dps.in_place)
+                    inner, swap = {**env, state: BufferVariable(s), out: BufferVariable(s)}, []
+                else:
+                    o = self.namer.fresh(out)
+                    head.append(f"{t} *{o} = {self.address(second, env, ranges, checks)};")
+                    inner = {**env, state: BufferVariable(s), out: BufferVariable(o)}
+                    # the double buffer of RISE & Shine: the two buffers trade places, nothing is copied
+                    swap = [f"{{ {t} *fs_swap = {s}; {s} = {o}; {o} = fs_swap; }}"]
                 loop = self.loop(index, n, body, inner, ranges, swap)
                 return checks + head + loop + self.comm(after, {**env, state: BufferVariable(s)}, ranges)
         raise AssertionError(f"not a command: {c}")

@@ -138,8 +138,8 @@ def _storage(t: d.Term) -> d.Ref:
         case (d.Build(dest=dest) | d.Ifold(dest=dest) | d.Copy(dest=dest) | d.Call(dest=dest) | d.TupleOf(dest=dest)
               | d.Filter(dest=dest)):
             return dest
-        case d.If(_, then):
-            return _storage(then)
+        case d.If(_, then, orelse):
+            return _storage(orelse if isinstance(then, d.Keep) else then)
         case d.Let(body=body) | d.Alloc(body=body):
             return _storage(body)
     raise AssertionError(f"array value without storage: {t!r}")
@@ -183,6 +183,8 @@ def _phrase(t: d.Term, data: p.Data, env: _Env) -> p.Phrase:
             index = f"{length}_at"  # the length's name is unique in the kernel, so is this
             element = p.Idx(array, p.Ident(index, p.ExpT(p.IdxT(arr_data.size))), arr_data.elem, arr_data.size)
             return p.Filter(array, index, _phrase(body, p.Num(Bool), env.bind(x, element)), length, data)
+        case d.Keep():
+            return p.Kept(data)
         case d.Copy(_, src, count, elem):
             return _retype(_atom(src, env), p.Arr(sympy.sympify(count), p.Num(elem)))
         case d.Call(fn, _, args, _, scratch_offset, check_sizes):

@@ -70,8 +70,9 @@ DEFAULT_LOCAL = 64
 @dataclass(frozen=True)
 class HoistedBuffer:
     name: str
-    role: str  # 'temp' (global), 'local', 'counter' (a launch's tickets: Phase.counter) or
-    # 'handover' (a 'temp' that crosses the work-groups of a launch: Phase.handover)
+    role: str  # 'temp' (global), 'local', 'counter' (a launch's tickets: Phase.counter),
+    # 'handover' (a 'temp' that crosses the work-groups of a launch: Phase.handover) or
+    # 'lookback' (global, zeroed once: dpia.scan_opencl)
     elem: Scalar
     count: sympy.Expr  # elements, over the size symbols
 
@@ -129,6 +130,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
     whether a two-phase reduction is one launch (module docstring); ``device``: the device
     whose cost model picks the launch shape of a nest of global loops."""
     sizes = frozenset(s.name for s in k.sizes)
+    read_only = sizes | {name for name, _, _ in k.params}  # the kernel's parameters and sizes
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
     news, leaves = _spine(_forms(k.body))
     integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
@@ -175,6 +177,9 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         global_size, local_size = _ndrange(hoisted, sequential, sizes, shape.get("dimensions"))
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
             phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
+            continue
+        if sequential and phases and not phases[-1].fallback and _after_the_total(phases[-1], hoisted, read_only):
+            phases[-1] = replace(phases[-1], body=_total_then(phases[-1].body, hoisted))
             continue
         phases.append(Phase("", hoisted, sequential, global_size, local_size, **shape))
         fallback = _fallback(body, spaces)
@@ -299,6 +304,26 @@ def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
         acc, exp = p.Ident(match, p.AccT(flat)), p.Ident(match, p.ExpT(flat))
         second = tuple(None if c is None else _substitute(c, name, acc, exp) for c in second)
     return second
+
+
+def _after_the_total(phase: Phase, tail: p.Phrase, read_only: frozenset) -> bool:
+    """Whether the sequential commands ``tail`` may run at the end of ``phase``'s single-pass
+    scan, in its ``total`` (``dpia.scan_opencl``: work-item 0 of the group of the last tile,
+    while other groups may still be writing their states): only where the phase is that scan
+    (under ``new``s) and ``tail`` names nothing the scan's other commands name but the kernel's
+    parameters and sizes (a filter's kept length copied out), so that no launch is spent on it."""
+    _, leaves = _spine(phase.body)
+    if phase.tail is not None or len(leaves) != 1 or not isinstance(leaves[0], p.GroupScan) or leaves[0].words is None:
+        return False
+    scan = leaves[0]
+    return not (free_identifiers(tail) & free_identifiers(p.seq(scan.start, scan.element, scan.write))) - read_only
+
+
+def _total_then(body: p.Phrase, tail: p.Phrase) -> p.Phrase:
+    """``body`` with ``tail`` after its single-pass scan's total."""
+    if isinstance(body, p.GroupScan):
+        return replace(body, total=p.seq(body.total, tail))
+    return p.map_children(lambda ph: _total_then(ph, tail), body)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -492,12 +517,14 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous, dimensions))
-        case p.GroupScan(tiles=tiles, sums=sums):  # its local arrays: one per work-group
-            for local in (*tiles, *sums):
-                data = local.type.data
-                buf = _buffer(names, local.name, "local", data, sympy.Integer(1), sizes)
+        case p.GroupScan(tiles=tiles, sums=sums, words=words, window=window):
+            # its local arrays: one per work-group; a single pass's look-back words: one per launch
+            arrays = [(local, "local") for local in (*tiles, *sums, *window)]
+            for array, role in arrays + ([(words, "lookback")] if words is not None else []):
+                data = array.type.data
+                buf = _buffer(names, array.name, role, data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
-                c = _substitute(c, local.name, *_views(buf, data, sympy.Integer(0)))
+                c = _substitute(c, array.name, *_views(buf, data, sympy.Integer(0)))
     return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous, dimensions), c)
 
 

@@ -179,5 +179,7 @@ class EventLog:
                 self._atom(src, depth)
                 self._size(count)
                 self._write()
+            case d.Keep():  # writes nothing
+                pass
             case _:
                 raise AssertionError(t)

@@ -32,12 +32,28 @@ class Check(str):
 
 class RangeTest(Check):
     """A read's range test, ``if (!(0 <= index && index < bound)) fail``; ``record``: what the
-    kernel's interface says of it (``fsmooth.artifact.RangeCheck``)."""
+    kernel's interface says of it (``fsmooth.artifact.RangeCheck``).  One comparison where the
+    range analysis knows a sign: ``index < bound`` where the index is ≥ 0 (``index_nonnegative``),
+    else ``(uint64_t)index < (uint64_t)bound`` where the bound is (``bound_nonnegative``: an
+    array's length), since a negative index wraps to 2^64 + index ≥ 2^63, above every such bound.
+    Either fails exactly where the two-sided test does, with one comparison and one branch instead
+    of two each: the C compiler cannot merge them itself where the index is read from an array
+    and the bound is a parameter whose sign it does not know (BA's ``cams[obs[i][0]]``)."""
 
-    def __new__(cls, index: str, bound: str, fail: str, record=None):
-        line = super().__new__(cls, f"if (!(0 <= {index} && {index} < {bound})) {fail}")
+    def __new__(cls, index: str, bound: str, fail: str, record=None, index_nonnegative: bool = False,
+                bound_nonnegative: bool = False):
+        condition = (f"{index} < {bound}" if index_nonnegative
+                     else f"(uint64_t){_operand(index)} < (uint64_t){_operand(bound)}" if bound_nonnegative
+                     else f"0 <= {index} && {index} < {bound}")
+        line = super().__new__(cls, f"if (!({condition})) {fail}")
         line.index, line.bound, line.fail, line.record = index, bound, fail, record
+        line.index_nonnegative, line.bound_nonnegative = index_nonnegative, bound_nonnegative
         return line
+
+
+def _operand(c: str) -> str:
+    """``c`` as the operand of a cast: a name or number as it is, anything else parenthesised."""
+    return c if re.fullmatch(r"[A-Za-z_]\w*|-?\d+", c) else f"({c})"
 
 
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -94,7 +110,9 @@ def _uses(line: str, loop_variable: str) -> set[str]:
 def _before_the_loop(line: str, loop_variable: str, last: str) -> str:
     if _on_the_variable(line, loop_variable):
         record = line.record and dataclasses.replace(line.record, index=last)
-        return RangeTest(last, line.bound, line.fail, record)
+        # the last value of a loop that runs (the C generator tests that first) is ≥ 0 as the
+        # variable is
+        return RangeTest(last, line.bound, line.fail, record, line.index_nonnegative, line.bound_nonnegative)
     return line
 
 

@@ -25,12 +25,14 @@ Functional phrases (exp[δ]):
     component k of a record expression, or the acceptor of component k of a record acceptor:
     DPIA's fst/snd and their acceptors; codegen resolves it, as it resolves Idx)
   | Alloc(r, n.num @ offset, E) (a region of the arena, DPS ``alloc``) | CallExp(f, args)
+  | Kept (what its acceptor holds already, DPS ``keep``: A(Kept)(A) = skip)
 Imperative commands (comm):
   Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
   the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
   | ParallelReduce(n, A, ⊕, partials, λ i. P) (a reduction's loop on threads, A its accumulator)
   | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
-  iteration i reads s, writes o, then the two buffers swap; Q reads the final state)
+  iteration i reads s, writes o, then the two buffers swap; Q reads the final state; b0 = b1: one
+  buffer, s and o the same, updated in place, ``dps.in_place``)
 
 Vectors (RISE & Shine §5: asVector/asScalar; made by ``dpia.vectorize``, printed by the OpenCL
 back end only):
@@ -288,6 +290,14 @@ class Filter(Phrase):
 
 
 @dataclass(frozen=True)
+class Kept(Phrase):
+    """The value its acceptor holds already: writing it is ``skip`` (DPS ``Keep``, a branch of a
+    step that updates an ifold's state in place, ``dps.in_place``)."""
+
+    data: Data
+
+
+@dataclass(frozen=True)
 class Cond(Phrase):
     cond: Phrase
     then: Phrase
@@ -465,14 +475,18 @@ class TopLevel(Phrase):
 
 @dataclass(frozen=True)
 class GroupScan(Phrase):
-    """One launch of the three-phase scan (NOVA §5, ``dpia.scan_opencl``): ``groups`` work-groups
+    """One launch of a parallel scan (``dpia.scan_opencl``): of the three-phase scan (NOVA §5),
+    or, where ``words`` is given, the whole single-pass scan (decoupled look-back): ``groups`` work-groups
     of ``local`` work-items; group ``group`` scans its chunk of the ``count`` elements, tile by
     tile (``local × width`` elements, in the local buffers ``tiles``, the work-items' runs
     scanned in ``sums``), from the state ``start`` writes; ``element`` writes element ``index``
     through ``item``; ``write`` runs per element with ``state`` its state (before the element if
     ``exclusive``) and ``item`` the element (each state computed with checked integer arithmetic
-    where ``checked``); ``total``, run by one work-item, reads the group's last state.  ``state`` and ``item`` are private variables of data ``data``, one per leaf,
-    combined by the leaves' ``monoids``."""
+    where ``checked``); ``total``, run by one work-item, reads the group's last state (in the
+    single pass, the last group's only).  ``state`` and ``item`` are private variables of data
+    ``data``, one per leaf, combined by the leaves' ``monoids``.  The single pass's look-back:
+    ``words``, the tiles' published states in global memory (a 'lookback' buffer), and
+    ``window``, local arrays (a control array of Index, then one per leaf)."""
 
     count: sympy.Expr
     groups: sympy.Expr
@@ -492,6 +506,8 @@ class GroupScan(Phrase):
     sums: tuple  # acc[local.num] per leaf
     local: int
     width: int
+    words: Phrase | None = None  # acc[Index array]: None in a launch of the three-phase scan
+    window: tuple = ()  # acc[k.num] local arrays of the look-back
 
 
 # ----------------------------------------------------------------------------- vectors
@@ -646,6 +662,8 @@ def show(p: Phrase, indent: int = 0) -> str:
             return f"{_atomic(tup, indent)}.{index}"
         case Skip():
             return "skip"
+        case Kept():
+            return "kept"
         case Seq(cmds):
             return (";\n" + pad).join(show(c, indent) for c in cmds)
         case Assign(acc, exp):
@@ -673,7 +691,8 @@ def show(p: Phrase, indent: int = 0) -> str:
         case TopLevel(parallel, sequential):
             return f"at the top:{nl}{show(parallel, indent + 1)}\n{pad}elsewhere:{nl}{show(sequential, indent + 1)}"
         case GroupScan() as g:
-            return (f"scan∥ ({', '.join(m.op for m in g.monoids)}) {_show_size(g.count)} in {_show_size(g.groups)} groups "
+            kind = "single-pass (decoupled look-back) " if g.words is not None else ""
+            return (f"scan∥ {kind}({', '.join(m.op for m in g.monoids)}) {_show_size(g.count)} in {_show_size(g.groups)} groups "
                     f"(λ {g.group} {g.state}.{nl}{show(g.start, indent + 1)})"
                     f"{nl}element (λ {g.index} {g.item}.{nl}  {show(g.element, indent + 2)})"
                     f"{nl}{'exclusive ' if g.exclusive else ''}{'checked ' if g.checked else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
@@ -717,7 +736,7 @@ def data_of(p: Phrase) -> Data:
         case AsVector(data=data) | AsScalar(data=data) | Broadcast(data=data) | AllLanes(data=data):
             return data
         case Ifold(data=data) | Cond(data=data) | CallExp(data=data) | Record(data=data) | Proj(data=data) \
-                | Scan(data=data) | Filter(data=data):
+                | Scan(data=data) | Filter(data=data) | Kept(data=data):
             return data
         case Idx(elem=elem):
             return elem
@@ -799,9 +818,10 @@ def _bound(ph: Phrase) -> set:
             return {index}
         case ParFor(index=index, out=out):
             return {index, out}
-        case GroupScan(group=group, index=index, state=state, item=item, tiles=tiles, sums=sums):
-            # and its local arrays, until dpia.hoist_opencl makes them buffers
-            return {group, index, state, item} | {x.name for x in (*tiles, *sums) if isinstance(x, Ident)}
+        case GroupScan(group=group, index=index, state=state, item=item, tiles=tiles, sums=sums, words=words,
+                       window=window):
+            # and its arrays, until dpia.hoist_opencl makes them buffers
+            return {group, index, state, item} | {x.name for x in (*tiles, *sums, words, *window) if isinstance(x, Ident)}
         case DoubleBuffer(index=index, state=state, out=out):
             return {index, state, out}
     return set()

@@ -24,14 +24,14 @@ from .from_dps import as_exp, functional_body, result_acceptor, write_buffer
 Cont = Callable[[p.Phrase], p.Phrase]
 
 
-def dpia_program(program: dps.Program, translation: type = None) -> p.ImperativeProgram:
+def dpia_program(program: dps.Program, translation=None) -> p.ImperativeProgram:
     """Every kernel of ``program`` through accT/conT: ``Translation``'s, or those of the
-    subclass ``translation`` (``dpia.translate_strategies``)."""
+    subclass instance ``translation()`` makes (``dpia.translate_strategies``)."""
     return p.ImperativeProgram({name: imperative_kernel(k, translation) for name, k in program.kernels.items()},
                                program.entry)
 
 
-def imperative_kernel(k: dps.Kernel, translation: type = None) -> p.ImperativeKernel:
+def imperative_kernel(k: dps.Kernel, translation=None) -> p.ImperativeKernel:
     functional, result, params = functional_body(k)
     body = (translation or Translation)().acc(functional, result_acceptor(k.dest, result))
     return p.ImperativeKernel(k.name, k.dest, tuple(k.params), params, k.result, result,
@@ -227,6 +227,11 @@ def _acc_cond(t: Translation, e: p.Cond, a: p.Phrase) -> p.Phrase:
     return t.con(e.cond, lambda c: p.IfCmd(c, t.acc(e.then, a), t.acc(e.orelse, a)))
 
 
+def _acc_kept(t: Translation, e: p.Kept, a: p.Phrase) -> p.Phrase:
+    """A(kept)(A) = skip: A holds the value already."""
+    return p.Skip()
+
+
 def _con_cond(t: Translation, e: p.Cond, k: Cont) -> p.Phrase:
     return t.scalar_via_new(e, k)
 
@@ -274,6 +279,7 @@ TRANSLATIONS: dict[type, tuple[Callable, Callable]] = {
     p.Build: (_acc_build, _con_build),
     p.Ifold: (_acc_ifold, _con_ifold),
     p.Cond: (_acc_cond, _con_cond),
+    p.Kept: (_acc_kept, lambda t, e, k: t.storage_needed(e)),
     p.Let: (_acc_let, _con_let),
     p.Bind: (_acc_bind, _con_bind),
     p.Alloc: (_acc_alloc, _con_alloc),

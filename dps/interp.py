@@ -56,6 +56,9 @@ class ArrayVal:
     dims: tuple
 
 
+KEPT = object()  # the value of ``ir.Keep``: what the destination holds stays
+
+
 class _Concurrent:
     """The arena bytes the threads of one running parallel build have touched."""
 
@@ -79,7 +82,8 @@ class Arena:
         self.mem = np.zeros(nbytes, dtype=np.uint8)
         self.high_water = 0
         self.concurrent: list[_Concurrent] = []  # the parallel builds running, outermost first
-        self.work: Counter = Counter()  # primitive name or loop trip -> how many times it ran
+        # primitive name, loop trip or "store" (a scalar written, copies too) -> how many times
+        self.work: Counter = Counter()
 
     def access(self, p: Ptr, elem: Scalar, writing: bool) -> slice:
         size = BYTES[elem]
@@ -96,6 +100,7 @@ class Arena:
         return p.mem[self.access(p, elem, False)].view(NUMPY_DTYPE[elem])[0].item()
 
     def store(self, p: Ptr, elem: Scalar, value):
+        self.work["store"] += 1
         p.mem[self.access(p, elem, True)] = np.array([value], dtype=NUMPY_DTYPE[elem]).view(np.uint8)
 
     def copy(self, dest: Ptr, src: Ptr, count: int, elem: Scalar):
@@ -206,7 +211,7 @@ class _Frame:
                         thread = static_thread(k, trips, self.sizes[self.kernel.threads])
                         concurrent.iteration = self.sizes[THREAD.name] = thread
                     value = self.run(body)
-                    if not isinstance(elem_ty, ArrayT):
+                    if not isinstance(elem_ty, ArrayT) and value is not KEPT:
                         self.arena.store(out.plus(k * BYTES[elem_ty]), elem_ty, value)
                 if parallel:
                     self.arena.concurrent.pop()
@@ -238,6 +243,8 @@ class _Frame:
                              for k, (v, t, out) in enumerate(zip(values, ty.items, self.ref(dest, None))))
             case ir.Proj(tup, index):
                 return self.atom(tup)[index]
+            case ir.Keep():
+                return KEPT
             case ir.Copy(dest, src, n, elem):
                 out, a = self.ref(dest, elem), self.atom(src)
                 self.arena.copy(out, a.ptr, self.num(n), elem)
@@ -417,8 +424,8 @@ def _elem_of(t: ir.Term) -> Scalar:
     match t:
         case ir.Alloc(_, _, _, body) | ir.Let(_, _, body):
             return _elem_of(body)
-        case ir.If(_, a, _):
-            return _elem_of(a)
+        case ir.If(_, a, b):
+            return _elem_of(b if isinstance(a, ir.Keep) else a)
         case ir.Build(ty=ty) | ir.Ifold(ty=ty) | ir.Call(ty=ty):
             return element_scalar(ty)
         case ir.Copy(elem=elem):

@@ -41,6 +41,8 @@ Terms:
       name ``state``) and its body writes into buffers[(k + 1) % 2] -- the body's destination
       refs are ``StateDest(...)`` which the code generator resolves to the buffer being written;
       after the loop the current buffer is copied to dest (a single copy, none per iteration).
+      buffers = (b0, b0): one buffer, the state updated in place (``dps.in_place``: the body
+      reads the state only where it writes it, or before it writes anything).
       ``trace`` (an ``iscan``): each iteration's new state is also written at element ``index``
       of trace (an array ref; for a tuple state an RTuple of one per component); the state is
       a scalar or a tuple of scalars and dest is • (the term's value is what trace holds).
@@ -50,6 +52,9 @@ Terms:
       ``partials`` (``parallel.partial_stride``), and the partials are combined with init in
       thread order (``dps.parallel``).
   Copy(dest, src, count, elem)     copy count scalars of the array src into dest (D-VarVector)
+  Keep()                           writes nothing: the value is what its destination holds already
+                                   (a branch of a step that updates an ifold's state in place,
+                                   ``dps.in_place``, where it would copy the state to its own place)
   Filter(dest, length, elem, body, arr, ty)
       filter r (λ x. body) arr: the elements x of arr (scalars) for which the Bool term body holds,
       written in order from dest on (which has arr's length: the capacity); the scalar variable
@@ -253,6 +258,11 @@ class Copy(Term):
     src: Atom
     count: sympy.Expr
     elem: Scalar
+
+
+@dataclass(frozen=True)
+class Keep(Term):
+    pass
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ class _Printer:
                         f"{pad}  {atom(arr)}")
             case ir.Copy(dest, src):
                 return f"copy {ref(dest)} {atom(src)}"
+            case ir.Keep():
+                return "keep"
             case ir.Call(fn, dest, args):
                 shapes = " ".join(self.atom_shape(a) for a in args)
                 return f"{fn} {ref(dest)} {' '.join(atom(a) for a in args)} {shapes}".rstrip()

@@ -23,6 +23,7 @@ from fsmooth.options import Options
 
 from . import ir
 from .hoist import hoist_allocs
+from .in_place import update_in_place
 from .layout import layout_program
 from .local_arrays import local_arrays
 from .merge import merge_allocs
@@ -88,10 +89,12 @@ def emptied_regions(t: ir.Term) -> frozenset[str]:
     return frozenset(u.region for u in ir.walk(t) if isinstance(u, ir.Alloc) and u.dims == ())
 
 
-def simplify_kernel(k: ir.Kernel, options: Options, locals_: bool = False) -> ir.Kernel:
-    """Hoisting and merging of allocs in ``k``, after the rules; ``locals_``: its small arrays
-    become C locals first, which stay where they are (``dps.local_arrays``)."""
-    body = local_arrays(k.body) if locals_ else k.body
+def simplify_kernel(k: ir.Kernel, options: Options, locals_: bool = False, in_place: bool = False) -> ir.Kernel:
+    """Hoisting and merging of allocs in ``k``, after the rules; ``in_place``: first its ifolds
+    that can update their state in place do (``dps.in_place``); ``locals_``: its small arrays
+    become C locals, which stay where they are (``dps.local_arrays``)."""
+    body = update_in_place(k.body) if in_place else k.body
+    body = local_arrays(body) if locals_ else body
     if options.hoist_allocs:
         body = hoist_allocs(body, frozenset(s.name for s in k.sizes), k.threads)
     if options.merge_allocs:
@@ -102,11 +105,13 @@ def simplify_kernel(k: ir.Kernel, options: Options, locals_: bool = False) -> ir
 def simplify_allocs(p: ir.Program, options: Options = Options(), c_locals: bool = False) -> ir.Program:
     """The rules of Fig. 9 on every kernel, then the layout of its regions (``Kernel.scratch``);
     ``c_locals``: the program is for the C back end, whose ``arena`` variant keeps small arrays of
-    a constant size in C locals (``dps.local_arrays``)."""
+    a constant size in C locals (``dps.local_arrays``) and whose ifolds may update their state in
+    place (``dps.in_place``, which the OpenCL back end does not print)."""
     p = ir.Program({name: replace(k, body=rewrite(k.body, UseSets(), emptied_regions(k.body)))
                     for name, k in p.kernels.items()}, p.entry)
     if options.parallel:  # a decision over the call graph: which kernels run inside a parallel loop
         p = parallelise(p)
     locals_ = c_locals and options.allocation == "arena"
-    kernels = {name: simplify_kernel(k, options, locals_) for name, k in p.kernels.items()}
+    in_place = c_locals and options.update_in_place
+    kernels = {name: simplify_kernel(k, options, locals_, in_place) for name, k in p.kernels.items()}
     return layout_program(ir.Program(kernels, p.entry))

@@ -5,7 +5,7 @@
             ─▶ dpia ─▶ interchange ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
             ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
-            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ vectorize ─▶ opencl
+            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ stage_rows ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
 (``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
@@ -67,31 +67,38 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     the module of the program's source (``c_module``)."""
     from fsmooth.dpia.codegen_c import generate_c
     from fsmooth.dpia.interchange import interchange_program
+    from fsmooth.dpia.single_trip import single_trip_program
     from fsmooth.dpia.translate import dpia_program
 
     return (*_front_passes(options, inline_every=False, target="c"),
             Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
             Pass("interchange", lambda forms, report: interchange_program(forms["dpia"]) if options.interchange
                  else forms["dpia"]),
-            Pass("c", lambda forms, report: generate_c(forms["interchange"], module or c_module(forms["core"]), options)))
+            Pass("single_trip", lambda forms, report: single_trip_program(forms["interchange"]) if options.update_in_place
+                 else forms["interchange"]),
+            Pass("c", lambda forms, report: generate_c(forms["single_trip"], module or c_module(forms["core"]), options)))
 
 
 def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     """The OpenCL back end's passes: as for C up to DPS, with every call inlined, then accT/conT
     keeping the strategies, then OpenCL: the kernels planned (loop levels, hoisted buffers),
     vectorised, then printed."""
-    from fsmooth.cost_model import GENERIC_GPU
     from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
+    from fsmooth.dpia.stage_rows import stage_rows
+
+    from .cost_model import GENERIC_GPU
     from fsmooth.dpia.translate_strategies import strategy_program
     from fsmooth.dpia.vectorize import vectorize_plan
 
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True, target="opencl"),
-            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"])),
+            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
             Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
                                                                   options.opencl_reduction.launches == 1,
                                                                   options.opencl_device or GENERIC_GPU)),
-            Pass("vectorize", lambda forms, report: vectorize_plan(forms["plan_opencl"])),
+            Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
+                 if options.stage_rows else forms["plan_opencl"]),
+            Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_rows"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
                                                                  forms["auto_reductions"].notes)))
 

@@ -10,6 +10,8 @@ The callee kept in the program is unchanged: it is still compiled and exported o
 """
 from __future__ import annotations
 
+import functools
+
 from . import core
 from .anf import anf_kernel
 from .core import Expr, called_kernels, children
@@ -66,9 +68,32 @@ def returns_small_array(program: core.Program, k: core.KernelDef) -> bool:
     enough to be a C local (``small_constant_size``), whatever its arguments' sizes."""
     if not isinstance(k.result, ArrayT):
         return False
+    count = constant_result_count(k, tuple(program.kernels[name] for name in sorted(called_transitively(program, k))))
+    return count is not None and small_constant_size(count, BYTES[element_scalar(k.result)])
+
+
+def called_transitively(program: core.Program, k: core.KernelDef) -> frozenset[str]:
+    """The kernels ``k`` calls, and those they call, and so on."""
+    found: set[str] = set()
+    pending = set(called_kernels(k.body))
+    while pending:
+        name = pending.pop()
+        found.add(name)
+        pending |= called_kernels(program.kernels[name].body) - found
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def constant_result_count(k: core.KernelDef, callees: tuple[core.KernelDef, ...]) -> int | None:
+    """The number of elements of ``k``'s array result (``k`` calling ``callees``) where every
+    dimension is known when compiling, else None.  A function of those kernels alone, memoised:
+    the optimiser asks ``returns_small_array`` of each callee at every round of every caller, and
+    the shape translation of a callee of a few hundred nodes (and of every kernel it calls, for
+    its environment) costs milliseconds."""
+    program = core.Program({callee.name: callee for callee in (*callees, k)}, k.name)
     shape, count = shape_kernel(k, kernel_functions(program), program).result, 1
     while isinstance(shape, VecShape):
         if not is_card(shape.card) or shape.capacity is not None:
-            return False
+            return None
         count, shape = count * shape.card, shape.elem
-    return small_constant_size(count, BYTES[element_scalar(k.result)])
+    return count

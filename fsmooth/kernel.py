@@ -161,12 +161,15 @@ class Kernel:
     def opencl_artifact(self, device=None):
         """The OpenCL kernels, buffers and launches of this kernel (``fsmooth.opencl_artifact``),
         its strategy chosen for ``device`` where given (``fsmooth.cost_model``), unless the
-        options name a device description; without either, for ``cost_model.GENERIC_GPU``."""
+        options name a device description; without either, for ``cost_model.GENERIC_GPU``; and
+        without the single-pass scan where the device lacks the 64-bit atomics that needs
+        (``dpia.scan_opencl``)."""
         from .driver import compile_to_opencl
 
         options = self.options
         if device is not None:
-            from .opencl_device import describe, global_atomics
+            from .dpia.scan_opencl import LOOKBACK_EXTENSION
+            from .opencl_device import describe, global_atomics, has_extension
 
             if options.opencl_device is None:
                 # an OpenCL program is built for one device: its strategy is chosen for it too
@@ -174,6 +177,8 @@ class Kernel:
             if not global_atomics(device):
                 # decided at build: a second launch combines the partials (OpenCLReduction.launches)
                 options = replace(options, opencl_reduction=replace(options.opencl_reduction, launches=2))
+            if options.single_pass_scan and not has_extension(device, LOOKBACK_EXTENSION):
+                options = replace(options, single_pass_scan=False)
         return compile_to_opencl(self.program(), options)
 
     def opencl_executable(self, context=None):

@@ -58,10 +58,12 @@ class Buffer:
     'local' (a hoisted local ``new``: passed as ``__local`` memory of ``count`` elements
     per work-group), 'status' (the failed-check codes, one per launch: see above), 'counter'
     (one ``int`` of ``STATUS_ELEM``, the tickets of a one-launch reduction: zeroed when the
-    launcher allocates it, left at zero by every launch, kept across calls) or 'handover' (a
+    launcher allocates it, left at zero by every launch, kept across calls), 'handover' (a
     'temp' that crosses the work-groups of a launch, a one-launch reduction's partials, accessed
     with atomics: zeroed when the launcher allocates it, since an atomic store reads the old value;
-    its kernels write every element they read before reading it)."""
+    its kernels write every element they read before reading it) or 'lookback' (the published
+    states of a single-pass scan, ``dpia.scan_opencl``: as 'temp', but zeroed when allocated and
+    never otherwise written by the host, since the kernel leaves it ready for the next call)."""
 
     name: str
     role: str
@@ -93,3 +95,4 @@ class OpenCLArtifact:
     needs_fp64: bool
     # a one-launch reduction's 32-bit global atomics (core in OpenCL 1.1, an extension in 1.0)
     needs_atomics: bool = False
+    extensions: tuple = ()  # the OpenCL extensions the source needs of the device, beside fp64

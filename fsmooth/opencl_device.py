@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from dataclasses import replace
 
 import pyopencl as cl
 
@@ -80,9 +81,10 @@ def cpu_preference(platform) -> int:
 
 def describe(device) -> DeviceDescription:
     """What the cost model (``fsmooth.cost_model``) knows of ``device``, from OpenCL's queries.  A
-    simulator (Oclgrind) is described as ``GENERIC_GPU``: it checks the code a GPU would run."""
+    simulator (Oclgrind) is described as ``GENERIC_GPU``, with its own local memory's size (what
+    a group may use): it checks the code a GPU would run."""
     if any(s in device.platform.name.lower() for s in _SIMULATOR_PLATFORMS):
-        return GENERIC_GPU
+        return replace(GENERIC_GPU, local_memory_bytes=min(GENERIC_GPU.local_memory_bytes, device.local_mem_size))
     gpu = bool(device.type & cl.device_type.GPU)
     try:
         multiple = device.preferred_work_group_size_multiple  # pyopencl asks a trivial kernel
@@ -139,12 +141,22 @@ def global_atomics(device) -> bool:
     return not device.version.startswith("OpenCL 1.0") or "cl_khr_global_int32_base_atomics" in device.extensions
 
 
+def has_extension(device, extension: str) -> bool:
+    return extension in device.extensions.split()
+
+
 def require_capabilities(artifact: OpenCLArtifact, device) -> None:
     """Raise ``DeviceCapabilityError`` when ``device`` cannot run ``artifact``."""
     if artifact.needs_atomics and not global_atomics(device):
         raise DeviceCapabilityError(
             f"{artifact.interface.name}: the kernel's one-launch reduction needs 32-bit global atomics, which "
             f"the OpenCL device '{device.name.strip()}' lacks; compile it with OpenCLReduction(launches=2)")
+    missing = [e for e in artifact.extensions if not has_extension(device, e)]
+    if missing:
+        raise DeviceCapabilityError(
+            f"{artifact.interface.name}: the kernel needs the OpenCL extension {missing[0]}, which the device "
+            f"'{device.name.strip()}' lacks; compile it with Options(single_pass_scan=False) (the three-phase "
+            f"scan), or choose another device with PYOPENCL_CTX")
     if artifact.needs_fp64 and not device.double_fp_config:
         raise DeviceCapabilityError(
             f"{artifact.interface.name}: the kernel uses double precision, but the OpenCL device "

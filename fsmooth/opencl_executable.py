@@ -51,7 +51,7 @@ from .types import NUMPY_DTYPE, Bool, Card, TupleT, element_scalar, rank, type_s
 # since OpenCL forbids bool kernel arguments).
 _SCALAR_ARG_DTYPE = {s: (np.dtype(np.uint8) if s is Bool else NUMPY_DTYPE[s]) for s in NUMPY_DTYPE}
 
-_ROLES = ("input", "output", "temp", "local", "status", "counter", "handover")
+_ROLES = ("input", "output", "temp", "local", "lookback", "status", "counter", "handover")
 _STATUS_DTYPE = np.dtype(np.int32)  # STATUS_ELEM, OpenCL's int
 
 
@@ -333,7 +333,8 @@ class OpenCLExecutable:
     def _reused_buffer(self, name: str, nbytes: int, zeroed: bool = False) -> cl.Buffer:
         """A device buffer of at least ``nbytes`` (never zero, which OpenCL forbids) kept under
         ``name`` and reused by later calls while it is large enough; ``zeroed``: filled with zeros
-        when made (a copy, which Oclgrind counts as initialising)."""
+        when made (a copy, which Oclgrind counts as initialising: a 'lookback' or 'handover' buffer,
+        which the kernels then keep consistent)."""
         capacity, buffer = self._device_buffers.get(name, (-1, None))
         if capacity < nbytes or buffer is None:
             capacity = max(nbytes, 1)
@@ -353,8 +354,8 @@ class OpenCLExecutable:
                 bound[bname] = self._input_buffer(bname, values[bname])
             elif bname not in plan.passed:
                 continue  # a hoisted buffer of a launch not chosen (a fallback's, say)
-            elif buf.role in ("temp", "handover"):
-                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname], zeroed=buf.role == "handover")
+            elif buf.role in ("temp", "handover", "lookback"):
+                bound[bname] = self._reused_buffer(f"temp {bname}", plan.nbytes[bname], zeroed=buf.role != "temp")
             elif buf.role == "local":
                 bound[bname] = cl.LocalMemory(self._local_bytes(buf, plan.nbytes))
             elif buf.role == "counter":

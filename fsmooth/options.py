@@ -91,9 +91,12 @@ class Options:
     # DPS-F̃ simplification (Fig. 9)
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
+    update_in_place: bool = _optimisation("DPS", "for C, an ifold whose step reads its array state only where it writes it updates it in one buffer, an element it would copy to its own place is not written, and a loop that then acts at one index runs that trip only; a build that reads a dead array only where it writes is written over it (dps.in_place, dpia.single_trip)")
     # OpenCL (fsmooth.map_fission, fsmooth.auto_reductions)
     map_fission: bool = _optimisation("OpenCL", "a program without strategy annotations builds a top-level fold's heavy map (its elements have loops, its size is not the iteration's) for every iteration at once, in parallel, before the fold")
     auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")
+    single_pass_scan: bool = _optimisation("OpenCL", "a scan (float, or without overflow checks), and a filter where single_pass_filter says so, is one launch that reads its input once (decoupled look-back), not three phases that read it twice; needs cl_khr_int64_base_atomics, and a device without it gets the three phases")
+    stage_rows: bool = _optimisation("OpenCL", "a row that a work-group reads in several of its loops, each work-item the same elements, is read from global memory once, into local memory (dpia.stage_rows); a per-group scratch row whose last reader writes the output row is kept there")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")
@@ -109,6 +112,11 @@ class Options:
     # so that reductions vectorise: sums may round differently and lose the sign of a zero, but
     # NaN and inf are still computed and tested as IEEE says (README, "Integers and floats").
     fastmath: bool = False
+    # A filter in one launch (the single pass of single_pass_scan: mask, scan and scatter per tile,
+    # dpia.scan_opencl) rather than three. Off: on an H200 the three launches were the faster
+    # (torch.masked_select's time over fsmooth's at 16 and 128 Mi floats, two runs: 1.39-1.50x,
+    # against 0.77-1.01x in one launch, whose tiles wait longer on their predecessors).
+    single_pass_filter: bool = False
     # The shape of the automatic parallel reductions (OpenCLReduction below; FSMOOTH_OPENCL_REDUCTION)
     opencl_reduction: OpenCLReduction = field(default_factory=lambda: OpenCLReduction())
     # The OpenCL device the program is built for, as the cost model (fsmooth.cost_model) knows it;

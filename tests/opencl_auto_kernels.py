@@ -118,6 +118,22 @@ def short_rows(m: Array[Array[Double]]) -> Array[Double]:
 
 
 @fs.kernel
+def reversed_softmax_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    """Softmax with each row's result reversed: the last loop reads its exponentials across the
+    work-items (element n - 1 - j for j), after which no barrier comes (dpia.stage_rows)."""
+    return fs.build(length(m), lambda i: reversed_softmax_row(m, i))
+
+
+@fs.kernel
+def reversed_softmax_row(m: Array[Array[Double]], i: Index) -> Array[Double]:
+    n = length(m[0])
+    mx = ifold(lambda acc, j: fs.max(acc, m[i][j]), m[i][0], n)
+    e = fs.build(n, lambda j: fs.exp(m[i][j] - mx))
+    total = ifold(lambda acc, j: acc + e[j], 0.0, n)
+    return fs.build(n, lambda j: e[n - 1 - j] / total)
+
+
+@fs.kernel
 def l2_normalised_row(m: Array[Array[Double]], i: Index) -> Array[Double]:
     norm = fs.sqrt(ifold(lambda acc, j: acc + m[i][j] * m[i][j], 0.0, length(m[0]))) + 1.0
     return fs.build(length(m[0]), lambda j: m[i][j] / norm)

@@ -219,12 +219,13 @@ def test_scan_filter_opencl_benchmark_refreshes_only_its_section(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "scan_filter_opencl.json").read_text())
     assert {"scan_filter_opencl.json", "scan_filter_opencl.png"} <= {p.name for p in tmp_path.iterdir()}
-    assert set(results["cases"]) == {"cumsum", "filter"}
-    for by_size in results["cases"].values():
+    assert set(results["cases"]) == {"cumsum", "filter", "filter one launch"}
+    for name, by_size in results["cases"].items():
         assert set(by_size) == {str(n) for n in results["settings"]["sizes"]}
         for row in by_size.values():
             assert row["fsmooth_s"] > 0 and row["baseline_s"] > 0 and len(row["fsmooth_times_s"]) == 50
-            assert len(row["launches"]) >= 3  # reduce, partials, down: the parallel scan
+            # the single-pass scan (dpia.scan_opencl); a filter's three phases and its length's copy
+            assert len(row["launches"]) == (4 if name == "filter" else 1)
     text = results_md.read_text()
     assert text.count("## OpenCL: scan and filter") == 1 and "stale" not in text
     assert "kept\n" in text and "kept too" in text and "| cumsum |" in text

@@ -243,6 +243,8 @@ CASES = [
     Case(loop_work.signed_zero_sums, lambda rng, n: (vec(rng, n), n // 2, float(rng.normal())), LOOP_SIZES),
     Case(loop_work.skinned, lambda rng, n: (mat(rng, 5, n), rng.uniform(-2.0, 2.0, (5, 3, 4)), mat(rng, n, 4)),
          LOOP_SIZES),
+    Case(loop_work.histogram, lambda rng, n: (rng.integers(-2, n + 2, 3 * n + 1), n), LOOP_SIZES),
+    Case(loop_work.shift_one, lambda rng, n: (vec(rng, n), rng.integers(-1, n + 1, 2 * n + 1)), LOOP_SIZES),
     Case(tuples.argmax, lambda rng, n: (vec(rng, n),), VECTOR_SIZES + (300,)),
     Case(tuples.online_logsumexp, lambda rng, n: (vec(rng, n, 690.0, 710.0),), VECTOR_SIZES + (300,)),
     Case(tuples.logsumexp_step, lambda rng, a: ((float(a), 1.0 + a), float(rng.normal())), ANGLES),

@@ -146,7 +146,7 @@ def test_continuation_of_an_unstored_array_is_an_error():
 
 def test_every_functional_primitive_has_both_translations():
     functional = [p.Ident, p.Literal, p.NatExp, p.ScalarOp, p.Idx, p.Shift, p.Build, p.Ifold, p.Scan, p.Filter,
-                  p.Cond, p.Let, p.Bind, p.Alloc, p.CallExp, p.Record, p.Proj]
+                  p.Cond, p.Kept, p.Let, p.Bind, p.Alloc, p.CallExp, p.Record, p.Proj]
     assert set(TRANSLATIONS) == set(functional)
     assert all(len(pair) == 2 and all(callable(f) for f in pair) for pair in TRANSLATIONS.values())
 

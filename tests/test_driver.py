@@ -14,11 +14,11 @@ from fsmooth.options import UNOPTIMISED, Options
 def test_the_c_and_opencl_passes_in_order():
     assert driver.pass_names(driver.c_passes(Options())) == (
         "core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets",
-        "dpia", "interchange", "c")
+        "dpia", "interchange", "single_trip", "c")
     assert driver.pass_names(driver.opencl_passes(Options())) == (
         "core", "anf", "inline_every_call", *REWRITES, "optimise", "map_fission", "reassociate_folds",
         "auto_reductions", "shape", "dps", "simplify_allocs",
-        "beta_reduce_scalar_lets", "dpia_strategies", "plan_opencl", "vectorize", "opencl")
+        "beta_reduce_scalar_lets", "dpia_strategies", "plan_opencl", "stage_rows", "vectorize", "opencl")
 
 
 def test_each_rewrite_is_a_pass_its_option_switches():
@@ -36,12 +36,12 @@ def test_the_trace_holds_every_output_and_the_stages_are_passes_of_it():
     program = linalg.f.program()
     trace = driver.run_passes(driver.c_passes(Options()), program)
     names = [name for name, _ in trace.outputs]
-    assert names[:2] == ["core", "anf"] and names[-8:] == [
-        "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "c"]
-    assert set(names[2:-8]) <= set(REWRITES) and "inline_lets_and_fusion" in names  # the rewrites that fired
+    assert names[:2] == ["core", "anf"] and names[-9:] == [
+        "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "single_trip", "c"]
+    assert set(names[2:-9]) <= set(REWRITES) and "inline_lets_and_fusion" in names  # the rewrites that fired
     assert trace.last("core") is program
     # the F̃ optimisations end where the last rewrite left the program
-    assert trace.last("optimise") == trace.outputs[-9][1]
+    assert trace.last("optimise") == trace.outputs[-10][1]
     assert driver.run_pipeline(program).c.source == trace.last("c").source
 
 

@@ -395,7 +395,7 @@ def test_a_foreign_functions_checked_argument_is_checked_once_on_opencl(opencl_c
     """``image[r]`` is resolved once for the call: one range test in the kernel, one record."""
     artifact = convolve_row.opencl_artifact()
     kernel_source = artifact.source.split("__kernel", 1)[1].split("/* ---- foreign function", 1)[0]
-    assert kernel_source.count("r < image_d0") == 1
+    assert kernel_source.count("(uint64_t)r < (uint64_t)image_d0") == 1
     assert [(c.index, c.length) for c in artifact.interface.range_checks] == [("r", "image_d0")]
     image, k = np.arange(12.0).reshape(3, 4), np.array([1.0, -1.0])
     np.testing.assert_array_equal(convolve_row.opencl(image, 2, k, context=opencl_context),

@@ -51,10 +51,11 @@ def test_scratch_shrinks_by_exactly_the_regions_that_became_locals(monkeypatch):
     assert ba_now == {name: 0 for name in ba_now}
     assert ba_locals["rodrigues_rotate_point"] == [(Double, 3)]  # its axis; the rest in the destination
     # Hand: a kernel whose one region of a constant size sits on top of a symbolic one:
-    # relatives_to_absolutes' 4×4 matrix (128 B) comes off its 384 n
+    # relatives_to_absolutes' 4×4 matrix (128 B) comes off its 256 n (n transforms at the start
+    # and in the fold's state, which it updates in place: dps.in_place)
     n = sympy.Symbol("relatives_d0", integer=True, nonnegative=True)
-    assert hand_before["relatives_to_absolutes"] == 384 * n + 128
-    assert hand_now["relatives_to_absolutes"] == 384 * n
+    assert hand_before["relatives_to_absolutes"] == 256 * n + 128
+    assert hand_now["relatives_to_absolutes"] == 256 * n
     assert hand_locals["relatives_to_absolutes"] == [(Double, 16)]
     assert sum(region_bytes(elem, count) for elem, count in hand_locals["relatives_to_absolutes"]) == 128
 
@@ -155,8 +156,10 @@ def test_ba_runs_fewer_instructions_with_its_vectors_in_locals_and_project_inlin
     monkeypatch.setattr(local_arrays, "SMALL_ARRAY_BYTES", 0)
     off, printed_off = instructions(build_ba(tmp_path / "off", ("-O3", "-fwrapv")), tmp_path / "off")
     assert printed_on == printed_called == printed_off and printed_on.startswith("0 ")  # the same bits
-    # gcc 12, portable (SSE2), 997 observations: 269,479 with project and Rodrigues' rotation
-    # called against 278,456 with their vectors in the arena too; inlined, their vectors are
-    # the loop's scalars: 232,217 (-14 %)
+    # gcc 12, portable (SSE2), 997 observations: 239,564 with project and Rodrigues' rotation
+    # called against 248,540 with their vectors in the arena too; inlined, their vectors are
+    # the loop's scalars: 228,228 (-4.7 %).  (Before a range test took one comparison,
+    # dpia.loop_checks.RangeTest: 269,479, 278,456 and 232,217; the called kernels, which test
+    # every read of their parameters, gained the most from it.)
     assert called < 0.98 * off, (called, off)
-    assert on < 0.95 * called, (on, called)
+    assert on < 0.97 * called, (on, called)

@@ -14,7 +14,7 @@ import sympy
 import opencl_auto_kernels as auto
 from corpus import blas, ml, vision
 from fsmooth.cli import main
-from fsmooth.cost_model import GENERIC_GPU
+from fsmooth.cost_model import GENERIC_GPU, DeviceDescription
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.options import OpenCLReduction, Options, default_options
 from opencl_oclgrind import run_under_oclgrind
@@ -132,7 +132,10 @@ def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name, d
 def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
     for name in ROWS[:3]:
         artifact = getattr(auto, name).opencl_artifact()
-        assert _work(artifact, 500) == [(500 * 256, 256)], name  # 500 rows: 500 groups of 256
+        # 500 rows: 500 groups of 256; logsumexp's row, read by both its reductions, staged in local
+        # memory (dpia.stage_rows), with the kernel as it was for its fallback
+        assert _work(artifact, 500) == [(500 * 256, 256)] * (2 if name == "row_logsumexp" else 1), name
+        assert [launch.fallback for launch in artifact.launches][1:] == [True] * (name == "row_logsumexp")
         assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
     short = auto.short_rows.opencl_artifact()
     assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
@@ -206,11 +209,12 @@ def _kernel_text(artifact, name: str) -> str:
 @pytest.mark.parametrize("name", ["softmax_rows", "softmax_rows_f32"])
 def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     """Softmax's exponentials, which only their row's group reads: a __local array of a row, so the
-    kernel's global memory traffic is the minimum, the input row read (twice: the max, then the
-    exponentials; the second from cache) and the result written, where the exponentials in global
-    memory were written once and read twice more.  Its fallback, run where a row does not fit the
-    device's local memory, is the same work with them in a 'temp' buffer of a row per row."""
-    artifact = ROW_MAPS[name][0].opencl_artifact()
+    kernel's global memory traffic is the minimum, the input row read once (the max's loop stores
+    each element it reads in that local row, which the exponentials then read and overwrite in
+    place: dpia.stage_rows) and the result written once.  Its fallback, run where a row does not fit
+    the device's local memory, keeps the exponentials in the output row itself: no scratch."""
+    kernel = ROW_MAPS[name][0]
+    artifact = kernel.opencl_artifact()
     preferred, fallback = artifact.launches
     assert not preferred.fallback and fallback.fallback and fallback.kernel == f"{preferred.kernel[:-2]}_fallback_k"
     local_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
@@ -219,20 +223,41 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
                               if a in artifact.buffers and artifact.buffers[a].role == "temp"]
     assert temp_of(preferred) == []  # no global intermediate at all
     assert [str(b.count) for b in local_of(preferred) if not b.count.is_Integer] == ["m_d1"]  # one row
-    assert [str(b.count) for b in temp_of(fallback)] == ["m_d0*m_d1"]
+    # the fallback's exponentials: in the output row (f64), where each work-item reads back only its
+    # own elements; f32's sum starts from e[0] and so reads its neighbour's e[k + 1]: a scratch row
+    fallback_scratch = ["m_d0*m_d1"] if name.endswith("f32") else []
+    assert [str(b.count) for b in artifact.buffers.values() if b.role == "temp"] == fallback_scratch
     assert all(b.count.is_Integer for b in local_of(fallback))  # the trees' arrays only
     text = _kernel_text(artifact, preferred.kernel)
     params = text[:text.index(")")]
     assert re.findall(r"__global (?:const )?\w+ \*restrict (\w+)", params) == ["m", "out", "fs_status"]
-    # global memory: the input row read twice (max, exponentials), the result row written once
-    assert len(re.findall(r"\bm\[", text)) == 3 and len(re.findall(r"\bout\[", text)) == 1  # + m[row][0]
+    # global memory: the input row read once (+ m[row][0], the max's init), the result row written once
+    assert len(re.findall(r"\bm\[", text)) == 2 and len(re.findall(r"\bout\[", text)) == 1
+    unstaged = kernel.with_options(stage_rows=False).opencl_artifact()
+    before = _kernel_text(unstaged, preferred.kernel)
+    assert len(re.findall(r"\bm\[", before)) == 3  # read by the max's loop and the exponentials' loop
+    assert before.count("barrier(") == text.count("barrier(")  # staging needs no barrier of its own
+    # a CPU's local memory is its cached RAM, where the second read finds the row the copy would be in
+    cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 16)
+    on_cpu = kernel.with_options(opencl_device=cpu).opencl_artifact()
+    assert len(re.findall(r"\bm\[", _kernel_text(on_cpu, on_cpu.launches[0].kernel))) == 3
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" not in text
-    assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(artifact, fallback.kernel)
+    # the fallback: the exponentials written into the output row and read back by the same work-items,
+    # so no global barrier, where a scratch of rows x row length needed one
+    back = _kernel_text(artifact, fallback.kernel)
+    assert ("barrier(CLK_GLOBAL_MEM_FENCE)" in back) == bool(fallback_scratch)
+    assert len(re.findall(r"\bout\[", back)) == (1 if fallback_scratch else 4)
+    assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(unstaged, fallback.kernel)
+    assert [str(b.count) for b in unstaged.buffers.values() if b.role == "temp"] == ["m_d0*m_d1"]
     head = artifact.source[:artifact.source.index("typedef")]
     assert "instead of " + preferred.kernel in head and "with an intermediate row in local memory" in head
-    l2_rows = auto.l2_normalised_rows.opencl_artifact()  # no intermediate: no fallback
-    assert [launch.fallback for launch in l2_rows.launches] == [False]
+    # no intermediate, but the row read by the norm's loop and by the result's: staged in a local
+    # row of its own, with the kernel as it was (no local row) for the fallback
+    l2_rows = auto.l2_normalised_rows.opencl_artifact()
+    assert [launch.fallback for launch in l2_rows.launches] == [False, True]
     assert "intermediate row" not in l2_rows.source
+    staged, unstaged = (_kernel_text(l2_rows, launch.kernel) for launch in l2_rows.launches)
+    assert len(re.findall(r"\bm\[", staged)) == 1 and len(re.findall(r"\bm\[", unstaged)) == 2
 
 
 def test_a_short_fold_known_when_compiling_stays_sequential():
@@ -438,3 +463,73 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         check(gemv, m, rng.standard_normal(37).astype(np.float32))
     """, timeout=900)
     assert ok, report
+
+
+def test_staged_rows_under_oclgrind_have_no_race_or_out_of_bounds():
+    """dpia.stage_rows at the default group of 256 lanes: softmax (f64, f32) at row lengths 1, 255,
+    256, 257 in the kernel with the staged row (0 rows too; a row of 0 is an error: the max starts
+    from its element 0), and past Oclgrind's 32 KiB of local memory in
+    the fallback (f64: its exponentials in the output row; f32: in a scratch row), and the kernels
+    that got a staged row of their own (l2_normalised_rows, row_logsumexp) and their fallbacks."""
+    ok, report = run_under_oclgrind("""
+        import numpy as np
+        import opencl_auto_kernels as auto
+        from corpus import ml, vision
+        from test_corpus import assert_close
+        rng = np.random.default_rng(5)
+
+        def check(kernel, m, oracle, ran):
+            got = kernel.opencl(m)
+            tol = dict(rtol=1e-5, atol=1e-6) if m.dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+            assert_close(got, np.asarray(kernel.reference(m)).reshape(got.shape), **tol)
+            assert_close(got, oracle(m), **tol)
+            kernels = [launch.kernel for launch in kernel.opencl_executable().last_profile]
+            assert [name.endswith("_fallback_k") for name in kernels] == ([ran == "fallback"] if len(m) else []), kernels
+
+        for kernel in (ml.softmax_rows, vision.softmax_rows_f32):  # rows of 0: no m[i][0], the max's init
+            try:
+                kernel.opencl(np.zeros((2, 0), np.float32 if kernel is vision.softmax_rows_f32 else np.float64))
+            except ValueError as err:
+                assert "read at index 0" in str(err)
+            else:
+                raise AssertionError("a row of length 0 went unnoticed")
+        for cols in (1, 255, 256, 257):
+            m = rng.standard_normal((2, cols))
+            check(ml.softmax_rows, m, ml.np_softmax_rows, "staged")
+            check(vision.softmax_rows_f32, m.astype(np.float32), vision.np_softmax_rows_f32, "staged")
+        check(ml.softmax_rows, np.zeros((0, 3)), ml.np_softmax_rows, "staged")
+        check(ml.softmax_rows, rng.standard_normal((1, 4200)), ml.np_softmax_rows, "fallback")
+        check(vision.softmax_rows_f32, rng.standard_normal((1, 8400)).astype(np.float32),
+              vision.np_softmax_rows_f32, "fallback")
+        l2 = lambda m: m / (np.sqrt((m * m).sum(axis=1, keepdims=True)) + 1.0)
+        lse = lambda m: np.log(np.exp(m - m.max(axis=1, keepdims=True)).sum(axis=1)) + m.max(axis=1)
+        for cols, ran in ((257, "staged"), (4200, "fallback")):
+            check(auto.l2_normalised_rows, rng.standard_normal((2, cols)), l2, ran)
+            check(auto.row_logsumexp, rng.standard_normal((2, 2 * cols)).astype(np.float32), lse, ran)
+    """, timeout=900)
+    assert ok, report
+
+
+def test_a_staged_row_shares_the_row_it_becomes_only_behind_a_barrier(intel_cpu_context):
+    """Softmax's staged row becomes its exponentials' row (one local row, as f32's, whose sum reads
+    e[k + 1] across the work-items and is followed by its tree's barrier); reversed softmax's last
+    loop reads the exponentials across the work-items with no barrier after it, before the group's
+    next row would be staged into them: a staged row of its own, two local rows, the fallback's
+    scratch kept.  Each against the reference and numpy, with the local rows and in the fallback."""
+    reversed_rows = auto.reversed_softmax_rows
+    artifact = reversed_rows.opencl_artifact()
+    rows = lambda launch: sorted(str(artifact.buffers[a].count) for a in launch.args  # noqa: E731
+                                 if a in artifact.buffers and artifact.buffers[a].role in ("local", "temp")
+                                 and not artifact.buffers[a].count.is_Integer)
+    assert [rows(launch) for launch in artifact.launches] == [["m_d1", "m_d1"], ["m_d0*m_d1"]]
+    text = _kernel_text(artifact, artifact.launches[0].kernel)
+    assert len(re.findall(r"\bm\[", text)) == 2  # the row once, and m[row][0]
+    # compiled for a GPU (a CPU's local memory is its RAM: nothing staged there), run on Intel's CPU
+    executable = reversed_rows.with_options(opencl_device=GENERIC_GPU).opencl_executable(intel_cpu_context)
+    rng = np.random.default_rng(11)
+    for shape, ran in (((3, 257), "_k"), ((1, 70_000), "_fallback_k")):
+        m = rng.standard_normal(shape)
+        got = executable(m)
+        assert_close(got, np.asarray(reversed_rows.reference(m)).reshape(shape), rtol=1e-12, atol=1e-14)
+        assert_close(got, ml.np_softmax_rows(m)[:, ::-1], rtol=1e-12, atol=1e-14)
+        assert [launch.kernel[-len(ran):] == ran for launch in executable.last_profile] == [True]

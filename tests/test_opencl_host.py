@@ -65,6 +65,7 @@ def test_cl_declarations_have_the_khronos_values():
     """Every constant of clib/fsmooth_cl.h is the value pyopencl (built on the Khronos headers) has."""
     cl = pytest.importorskip("pyopencl")
     expected = {"CL_SUCCESS": cl.status_code.SUCCESS, "CL_FALSE": 0, "CL_TRUE": 1,
+                "CL_DEVICE_EXTENSIONS": cl.device_info.EXTENSIONS,
                 "CL_DEVICE_TYPE_CPU": cl.device_type.CPU, "CL_DEVICE_TYPE_GPU": cl.device_type.GPU,
                 "CL_DEVICE_TYPE_ALL": cl.device_type.ALL, "CL_PLATFORM_NAME": cl.platform_info.NAME,
                 "CL_DEVICE_TYPE": cl.device_info.TYPE, "CL_DEVICE_MAX_WORK_GROUP_SIZE": cl.device_info.MAX_WORK_GROUP_SIZE,
@@ -288,12 +289,14 @@ class Driver:
 @pytest.fixture(scope="module")
 def corpus_driver(tmp_path_factory):
     """Drivers of the corpus modules blas (strategies: work-groups, local memory, two-phase
-    reductions), tuples (tuple parameters and results, Card parameters, hoisted temporaries) and
-    image (2-D arrays)."""
+    reductions), tuples (tuple parameters and results, Card parameters, hoisted temporaries),
+    image (2-D arrays) and scan_filter (the single-pass scan's look-back words, the three-phase
+    scan)."""
     drivers = {}
     for module, kernels in [("blas", ["dot", "asum", "scal", "gemv"]),
                             ("tuples", ["argmax", "scale_and_sum", "smooth_count", "welford"]),
-                            ("image", ["box_blur3", "gaussian_blur3"])]:
+                            ("image", ["box_blur3", "gaussian_blur3"]),
+                            ("scan_filter", ["cumulative_sum", "index_cumulative_sum"])]:
         build = compile_opencl(REPO / "tests" / "corpus" / f"{module}.py", tmp_path_factory.mktemp(module))
         drivers[module] = Driver(build, json.loads((build / f"{module}.json").read_text()), kernels)
     return drivers
@@ -319,6 +322,7 @@ def test_corpus_kernels_through_the_host_code(corpus_driver):
     alive instead, which a C program cannot be told to do)."""
     import corpus.blas as blas
     import corpus.image as image
+    import corpus.scan_filter as scan_filter
     import corpus.tuples as tuples
 
     rng = np.random.default_rng(7)
@@ -336,6 +340,9 @@ def test_corpus_kernels_through_the_host_code(corpus_driver):
         + [(tuples, "welford", (f64(n),), F64) for n in (100, 1, 0)],
         "image": [(image, kname, (f64((r, c)),), F64) for kname in ("box_blur3", "gaussian_blur3")
                   for r, c in ((6, 9), (3, 1), (1, 1))],
+        # three tiles of the single pass, then fewer, then three again: its words stay consistent
+        "scan_filter": [(scan_filter, "cumulative_sum", (f64(n),), F64) for n in (6001, 1, 0, 2049, 6001)]
+        + [(scan_filter, "index_cumulative_sum", (rng.integers(-9, 9, n),), F64) for n in (2049, 0)],
     }
     for module, module_cases in cases.items():
         calls = [(kname, _flat(args)) for _, kname, args, _ in module_cases]
@@ -418,14 +425,27 @@ def softmax(v: Array[Double]) -> Array[Double]:
     e = build(length(v), lambda j: fs.exp(v[j] - mx))
     total = ifold(lambda acc, j: acc + e[j], 0.0, length(v))
     return build(length(v), lambda j: e[j] / total)
+
+
+@fs.kernel
+def reversed_softmax_rows(m: Array[Array[Double]]) -> Array[Array[Double]]:
+    return build(length(m), lambda i: reversed_softmax(m[i]))
+
+
+@fs.kernel
+def reversed_softmax(v: Array[Double]) -> Array[Double]:
+    mx = ifold(lambda acc, j: fs.max(acc, v[j]), v[0], length(v))
+    e = build(length(v), lambda j: fs.exp(v[j] - mx))
+    total = ifold(lambda acc, j: acc + e[j], 0.0, length(v))
+    return build(length(v), lambda j: e[length(v) - 1 - j] / total)
 """
 
 
 @needs_pip_opencl
 def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
-    """Softmax's exponentials are a row of local memory, or of a 'temp' buffer in the fallback
+    """Softmax's exponentials are a row of local memory, or the result's row in the fallback
     launch where the row (and the reductions' trees) exceed Oclgrind's 32 KiB of local memory:
-    the host code runs one of the two and creates the temporary only for the fallback."""
+    the host code runs one of the two, neither with a temporary."""
     from corpus import ml
 
     (tmp_path / "rows.py").write_text(_SOFTMAX_ROWS)
@@ -442,9 +462,19 @@ def test_a_launch_or_its_fallback_by_the_devices_local_memory(tmp_path):
     for m, (status, got, _) in zip(args, answers):
         assert status == 0
         np.testing.assert_allclose(got, ml.np_softmax_rows(m), **F64)
-    # m, out and the status buffer (no temporary: the exponentials are local); then only the
-    # fallback's temporary (m and out, of 6,000 elements, hold 4,200: a buffer that grows, made
-    # anew, has Oclgrind report its reads as uninitialised, test_buffers_are_allocated_once_per_shape)
+    # m, out and the status buffer, and nothing more: no temporary, the exponentials are local, and
+    # the fallback keeps them in the result's row (dpia.stage_rows), where it had a temporary of
+    # rows x row length (m and out, of 6,000 elements, hold 4,200: no buffer made anew)
+    assert [created for _, _, created in answers] == [3, 3, 3]
+    # reversed, the exponentials are read across the work-items: the fallback's temporary stays,
+    # created for the fallback only
+    driver = Driver(build, manifest, ["reversed_softmax_rows"], "-g", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=undefined")
+    args = [rng.standard_normal(shape) for shape in ((3, 1400), (1, 4200), (3, 1))]  # two local rows: 1,400 fit
+    answers = driver.run([("reversed_softmax_rows", (m,)) for m in args], ASAN_OPTIONS="detect_leaks=1")
+    for m, (status, got, _) in zip(args, answers):
+        assert status == 0
+        np.testing.assert_allclose(got, ml.np_softmax_rows(m)[:, ::-1], **F64)
     assert [created for _, _, created in answers] == [3, 4, 4]
 
 

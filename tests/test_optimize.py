@@ -289,3 +289,24 @@ def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_lar
     gmm = optimized(adbench_gmm.gmm_full_objective)
     assert SMALL_KERNEL < size(gmm.kernels["main_terms"].body) <= SMALL_RESULT_KERNEL
     assert "main_terms" in core.called_kernels(gmm.main.body)
+
+
+def test_whether_a_callee_returns_a_small_array_is_translated_once_per_kernel(monkeypatch):
+    # The optimiser asks it of each callee at every round of every caller; the answer depends on the
+    # callee and what it calls only, so each callee's shape is translated once, not once per question.
+    from corpus import adbench_hand
+    from fsmooth import inline_kernels
+    from fsmooth.types import ArrayT
+
+    asked, translated = [], []
+    ask, translate = inline_kernels.returns_small_array, inline_kernels.shape_kernel
+    monkeypatch.setattr(inline_kernels, "returns_small_array", lambda p, k: asked.append(k.name) or ask(p, k))
+    monkeypatch.setattr(inline_kernels, "shape_kernel", lambda k, *a: translated.append(k.name) or translate(k, *a))
+    inline_kernels.constant_result_count.cache_clear()
+    program = optimized(adbench_hand.hand_objective)
+    # each asked more than once (20 questions of 9 callees); those returning an array translated once
+    arrays = {name for name in asked if isinstance(program.kernels[name].result, ArrayT)}
+    assert len(asked) > len(set(asked)) and sorted(translated) == sorted(arrays)
+    # and memoised, the answers are those of a fresh translation
+    inline_kernels.constant_result_count.cache_clear()
+    assert optimized(adbench_hand.hand_objective) == program

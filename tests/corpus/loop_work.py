@@ -1,10 +1,11 @@
 """Kernels whose cost the F̃ optimisations change (issue 11): a producer that fusion must not
 push into a deeper loop, an invariant that must leave its loop, folds whose guard on the index
-must become their bounds.  tests/test_loop_work.py counts their work."""
+must become their bounds, folds whose step changes one element of their state.
+tests/test_loop_work.py and tests/test_in_place.py count their work."""
 import numpy as np
 
 import fsmooth as fs
-from fsmooth import Array, Double, Index, build, ifold, length
+from fsmooth import Array, Card, Double, Index, build, ifold, length
 
 
 @fs.kernel
@@ -86,6 +87,23 @@ def skinned(weights: Array[Array[Double]], transforms: Array[Array[Array[Double]
         0.0, length(weights))))
 
 
+@fs.kernel
+def histogram(bins: Array[Index], n: Card) -> Array[Double]:
+    """How many of ``bins`` fall in each of n bins (one outside [0, n) in none): a fold whose
+    step changes one element of its state, which it updates in place (``fsmooth.dps.in_place``):
+    one scalar written a step, not n."""
+    return ifold(lambda counts, i: build(n, lambda k: counts[k] + 1.0 if k == bins[i] else counts[k]),
+                 build(n, lambda k: 0.0), length(bins))
+
+
+@fs.kernel
+def shift_one(v: Array[Double], order: Array[Index]) -> Array[Double]:
+    """Step i sets element order[i] to its right neighbour's (cyclically): the step reads the
+    state elsewhere than where it writes, so it keeps its two buffers."""
+    n = length(v)
+    return ifold(lambda s, i: build(n, lambda k: s[(k + 1) % n] if k == order[i] else s[k]), v, length(order))
+
+
 # ----------------------------------------------------------------------------- numpy oracles
 
 def np_fused_exp_sin(v, w):
@@ -140,3 +158,15 @@ def np_signed_zero_sums(v, i, z):
 
 def np_skinned(weights, transforms, points):
     return np.einsum("bv,brc,vc->vr", weights, transforms[:, :3, :4], points[:, :4])
+
+
+def np_histogram(bins, n):
+    return np.bincount(bins[(bins >= 0) & (bins < n)], minlength=n).astype(np.float64)[:n]
+
+
+def np_shift_one(v, order):
+    s = np.array(v, dtype=np.float64)
+    for j in order:
+        if 0 <= j < len(s):
+            s[j] = s[(j + 1) % len(s)]
+    return s
