@@ -5,8 +5,8 @@ likewise a build that reads an array dead after it only pointwise is written ove
 the option on and off, at two sizes where it is the complexity that changes, the results bit for
 bit the same.  The kernels: ADBench Hand's walk of the bone hierarchy (tests/corpus/adbench_hand.py,
 compiled against numpy in tests/test_adbench_corpus.py) and tests/corpus/loop_work.py's
-``histogram`` and ``shift_one`` (compiled, reference and numpy at sizes 0, 1 and large in
-tests/test_corpus.py)."""
+``histogram`` and ``shift_one`` (compiled, reference and numpy at sizes 0, 1, 17 and 60 in
+tests/test_corpus.py, the histogram's C at 200 below)."""
 from __future__ import annotations
 
 from dataclasses import replace
