@@ -26,7 +26,8 @@ from fsmooth.dps.ranges import (Ranges, checked_parts, in_range, nonnegative, ov
                                 simplify_index, substitute)
 from fsmooth import prims
 from fsmooth.errors import CompileError, Loc
-from fsmooth.types import Card, Index
+from fsmooth.artifact import result_components
+from fsmooth.types import ArrayT, Card, Index
 
 from . import phrases as p
 
@@ -139,6 +140,19 @@ class Place:
     binding: object
     offset: sympy.Expr
     needs: tuple
+
+
+def kernel_bindings(k: p.ImperativeKernel, buffers) -> tuple[dict, dict, Ranges]:
+    """Where a walk of ``k``'s planned OpenCL kernels starts, as code generation's does: each size
+    symbol's name (``rename``), the bindings of its parameters, its result's components and its
+    hoisted ``buffers`` (names), and the ranges in which every size is a natural number."""
+    sizes = {s.name: s.name for s in k.sizes}  # phrase names stand for C names: each size keeps its own
+    env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
+                 for name, ty, _ in k.params}
+    env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")
+            for suffix, _, _ in result_components(k.result, k.result_dims)}
+    env |= {name: BufferVariable(name) for name in buffers}
+    return sizes, env, Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))
 
 
 def past_tests(needs: tuple, ranges: Ranges) -> Ranges:

@@ -48,9 +48,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from fsmooth.artifact import result_components
 from fsmooth.cost_model import DeviceDescription
-from fsmooth.dps.ranges import Ranges
 from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT
 
@@ -65,13 +63,7 @@ def stage_rows(planned, device: DeviceDescription):
     """``planned`` (a ``codegen_opencl.OpenCLPlan``) with its rows staged where ``device``'s local
     memory is a scratchpad, and its per-group scratch rows kept in the output (module docstring)."""
     k, plan = planned.kernel, planned.kernels
-    sizes = {s.name: s.name for s in k.sizes}
-    env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
-                 for name, ty, _ in k.params}
-    env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")
-            for suffix, _, _ in result_components(k.result, k.result_dims)}
-    env |= {name: BufferVariable(name) for name in plan.buffers}
-    start = Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))  # as code generation's
+    sizes, env, start = paths.kernel_bindings(k, plan.buffers)
     inputs = frozenset(name for name, ty, _ in k.params if isinstance(ty, ArrayT))
     buffers = dict(plan.buffers)
     names = NameSupply(set(planned.taken) | set(buffers), suffix="_buf", separator="")

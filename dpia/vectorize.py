@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING
 import sympy
 
 from fsmooth import prims
-from fsmooth.artifact import result_components
 from fsmooth.dps.ranges import Ranges
 from fsmooth.errors import CompileError
-from fsmooth.types import ArrayT, Double, Float, Index
+from fsmooth.types import Double, Float, Index
 
 from . import index_paths as paths
 from . import phrases as p
@@ -89,15 +88,8 @@ class Lanes:
 def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     """``planned`` with every ``vectorize(w, ·)`` parfor of its kernels as a ``VectorParFor``."""
     k, plan = planned.kernel, planned.kernels
-    # phrase names stand for C names: each size keeps its own
-    sizes = {s.name: s.name for s in k.sizes}
-    env: dict = {name: BufferVariable(name) if isinstance(ty, ArrayT) else ScalarVariable(name)
-                 for name, ty, _ in k.params}
-    env |= {f"{k.dest}{suffix}": BufferVariable(f"{k.dest}{suffix}")
-            for suffix, _, _ in result_components(k.result, k.result_dims)}
-    env |= {name: BufferVariable(name) for name in plan.buffers}
+    sizes, env, start = paths.kernel_bindings(k, plan.buffers)
     walk = _Walk(sizes)
-    start = Ranges(naturals=frozenset(index_symbol(name) for name in sizes.values()))  # as code generation's
     phases = tuple(dataclasses.replace(
         phase, body=walk.comm(phase.body, env, start),
         tail=None if phase.tail is None else walk.comm(phase.tail, env, start),

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
