@@ -66,8 +66,8 @@ def update_in_place(t: ir.Term, row_locals: bool = True) -> ir.Term:
                 and name not in names_used(after) and inner not in UseSets().regions(after):
             reads = Pointwise(name, scope.dims, ir.RVar(inner))
             over = reads.array_term(build, {name: reads.whole})
-            if over is None and row_locals and t.dims == scope.dims:
-                over = through_row_copy(build, Var(name, rhs.ty), scope.dims, elem, f"{region}_row")
+            if over is None and t.dims == scope.dims:
+                over = through_row_copy(build, Var(name, rhs.ty), scope.dims, elem, f"{region}_row", row_locals)
             if over is not None:  # written over ``name``, in its region: the other alloc goes
                 moved = rebase(over, inner, ir.RVar(region), sympy.Integer(0))
                 return replace(t, body=replace(scope, body=replace(use, rhs=moved)))
@@ -82,12 +82,14 @@ def result_over_dead_array(t: ir.Term, dest: str, dims: tuple, row_locals: bool 
 
         alloc r (lets ...; let a = build r ... in lets' ...; build dest n (λ i. E))
 
-    where the lets' use neither ``a`` nor r nor ``dest``.  ``update_in_place`` writes a build over
+    where the lets' use neither ``a`` nor r nor ``dest``, and r is not a C local (``row_locals`` and
+    small: its scalars are registers to the C compiler, where the result is memory).  ``update_in_place`` writes a build over
     an array when both are allocated; a kernel's result has no alloc, so here the array moves into
     the result instead (Hand's global transform of its skinned vertices, inlined, written over
     them in the caller's positions, as ADBench's manual C++ transforms its vertices in place)."""
     match t:
-        case ir.Alloc(region, elem, body=body) if t.dims == tuple(dims):
+        case ir.Alloc(region, elem, count, body) if t.dims == tuple(dims) \
+                and not (row_locals and small_constant_size(count, BYTES[elem])):  # a local stays one
             moved = _over_region(body, region, elem, dest, dims, row_locals)
             if moved is not None:
                 return moved
@@ -114,31 +116,39 @@ def _over_region(body: ir.Term, region: str, elem, dest: str, dims: tuple, row_l
         return None
     reads = Pointwise(last.name, dims, ir.RVar(dest))
     over = reads.array_term(build, {last.name: reads.whole})
-    if over is None and row_locals:
-        over = through_row_copy(build, Var(last.name, last.ty), dims, elem, f"{region}_row")
+    if over is None:
+        over = through_row_copy(build, Var(last.name, last.ty), dims, elem, f"{region}_row", row_locals)
     return None if over is None else rebase(_with_last(body, over), region, ir.RVar(dest), sympy.Integer(0))
 
 
-def through_row_copy(build: ir.Build, array: Var, dims: tuple, elem, row_region: str) -> ir.Build | None:
-    """``build`` (element i written from row i of ``array``, of ``dims`` as the build) reading a copy of
-    row i, made before element i writes anything, so that it may write over ``name``: None unless
-    ``array`` is read only as the view ``array[i]`` and its row is small (``small_constant_size``).
+def through_row_copy(build: ir.Build, array: Var, dims: tuple, elem, row_region: str,
+                     copies: bool = True) -> ir.Build | None:
+    """``build`` (element i written from row i of ``array``, of ``dims`` as the build) made to write
+    over ``array``: None unless ``array`` is read only as the view ``array[i]``.
 
-    Element i of the build writes only row i of its destination and reads row i of ``name``
-    several times (a 3x3 matrix times the row: each output reads all three inputs), so written in
-    place its first output would clobber an input its second reads; the copy is a C local of the
-    row's few scalars (a register to the C compiler, no bytes of scratch), so that the scratch of
-    the whole array goes for one row's copy per element (Hand's global transform of its vertices,
-    as ADBench's manual C++ does it through a 3-element copy of each vertex)."""
+    Where element i reads row i only in the lets before its write (Hand's mirrored vertex, a local
+    row the transform then reads), the row is read before anything of it is written: ``build``
+    as it is.  Else element i reads its row while it writes it (a 3x3 matrix times the row: each
+    output reads all three inputs), so written in place its first output would clobber an input
+    its second reads: element i then reads a copy of row i made before it writes, where
+    ``copies`` (small arrays are C locals) and the row is small (``small_constant_size``): a C
+    local of the row's few scalars, which the C compiler keeps in registers, in place of the
+    whole array's scratch (ADBench's manual C++ transforms its vertices so, through a 3-element
+    copy of each)."""
     match build:
         case ir.Build(body=body, index=index, ty=ArrayT(ArrayT() as row_ty)) if len(dims) >= 2:
-            row_dims, count = tuple(dims[1:]), _count(dims[1:])
-            if not small_constant_size(count, BYTES[elem]):
-                return None
-            view, copied = f"{row_region}_view", f"{row_region}_copy"
+            copied = f"{row_region}_copy"
             rows = _rows_read(body, array.name, index, copied)
             if array.name in names_used(rows):
                 return None
+            views = {copied} | {u.name for u in _prefix(rows)
+                                if isinstance(u, ir.Let) and u.rhs == ir.Atom_(Var(copied, u.ty))}
+            if views.isdisjoint(names_used(_last(rows))):
+                return build
+            row_dims, count = tuple(dims[1:]), _count(dims[1:])
+            if not copies or not small_constant_size(count, BYTES[elem]):
+                return None
+            view = f"{row_region}_view"
             copy = ir.Alloc(row_region, elem, count, ir.Let(
                 copied, ir.Copy(ir.RVar(row_region), Var(view, row_ty), count, elem), rows, row_ty, row_dims),
                 dims=row_dims)
