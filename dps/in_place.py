@@ -30,7 +30,10 @@ The same reasoning writes a build over an array it reads: in
 
 where E reads ``a`` only pointwise, ``body`` does not use ``a`` and the regions are alike, ``b`` is
 built in r (r' goes), and a scalar of E that copies ``a``'s from its own place is ``keep`` (Hand's
-mirrored positions over the skinned ones: only a mirrored hand's x is written, negated).
+mirrored positions over the skinned ones: only a mirrored hand's x is written, negated).  Where E
+(element k, a row) reads only row k of ``a``, but reads it while it writes it (a 3x3 matrix times
+the row), it reads a C-local copy of the row instead (``through_row_copy``); and a kernel's result
+built so over a dead array builds that array in the result (``result_over_dead_array``).
 """
 from __future__ import annotations
 
