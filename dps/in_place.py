@@ -30,7 +30,10 @@ The same reasoning writes a build over an array it reads: in
 
 where E reads ``a`` only pointwise, ``body`` does not use ``a`` and the regions are alike, ``b`` is
 built in r (r' goes), and a scalar of E that copies ``a``'s from its own place is ``keep`` (Hand's
-mirrored positions over the skinned ones: only a mirrored hand's x is written, negated).
+mirrored positions over the skinned ones: only a mirrored hand's x is written, negated).  Where E
+(element k, a row) reads only row k of ``a``, but reads it while it writes it (a 3x3 matrix times
+the row), it reads a C-local copy of the row instead (``through_row_copy``); and a kernel's result
+built so over a dead array builds that array in the result (``result_over_dead_array``).
 """
 from __future__ import annotations
 
@@ -40,17 +43,20 @@ import sympy
 
 from fsmooth.core import Lit, Var
 from fsmooth.shape.sizes import size_symbol
-from fsmooth.types import ArrayT, Bool
+from fsmooth.types import BYTES, ArrayT, Bool, Index
 
 from . import ir
+from .local_arrays import small_constant_size
 from .terms import UseSets, names_used, rebase, split_ref
 
 
-def update_in_place(t: ir.Term) -> ir.Term:
+def update_in_place(t: ir.Term, row_locals: bool = True) -> ir.Term:
     """``t`` with every ifold of an array state whose step reads it pointwise updating it in place,
     and every build that reads an array dead after it only pointwise written over that array,
-    innermost first."""
-    t = ir.map_children(update_in_place, t)
+    innermost first; ``row_locals``: small arrays are C locals (``dps.local_arrays``), so a build
+    whose element i reads only row i of a dead array is written over it through a copy of the row
+    (``through_row_copy``)."""
+    t = ir.map_children(lambda u: update_in_place(u, row_locals), t)
     match t:
         case ir.Alloc(region, body=ir.Ifold(buffers=(str() as first, str() as second), ty=ArrayT(),
                                             trace=None) as fold) if region == second != first:
@@ -63,10 +69,103 @@ def update_in_place(t: ir.Term) -> ir.Term:
                 and name not in names_used(after) and inner not in UseSets().regions(after):
             reads = Pointwise(name, scope.dims, ir.RVar(inner))
             over = reads.array_term(build, {name: reads.whole})
+            if over is None and t.dims == scope.dims:
+                over = through_row_copy(build, Var(name, rhs.ty), scope.dims, elem, f"{region}_row", row_locals)
             if over is not None:  # written over ``name``, in its region: the other alloc goes
                 moved = rebase(over, inner, ir.RVar(region), sympy.Integer(0))
                 return replace(t, body=replace(scope, body=replace(use, rhs=moved)))
     return t
+
+
+def result_over_dead_array(t: ir.Term, dest: str, dims: tuple, row_locals: bool = True) -> ir.Term:
+    """The kernel body ``t`` (its result, of ``dims``, written to ``dest``) with the build of its
+    result that reads an array dead after it only pointwise, or only its row i at element i
+    (``through_row_copy``), written over that array, which is then built in ``dest`` and its alloc
+    goes:
+
+        alloc r (lets ...; let a = build r ... in lets' ...; build dest n (λ i. E))
+
+    where the lets' use neither ``a`` nor r nor ``dest``, and r is not a C local (``row_locals`` and
+    small: its scalars are registers to the C compiler, where the result is memory).  ``update_in_place`` writes a build over
+    an array when both are allocated; a kernel's result has no alloc, so here the array moves into
+    the result instead (Hand's global transform of its skinned vertices, inlined, written over
+    them in the caller's positions, as ADBench's manual C++ transforms its vertices in place)."""
+    match t:
+        case ir.Alloc(region, elem, count, body) if t.dims == tuple(dims) \
+                and not (row_locals and small_constant_size(count, BYTES[elem])):  # a local stays one
+            moved = _over_region(body, region, elem, dest, dims, row_locals)
+            if moved is not None:
+                return moved
+    if isinstance(t, (ir.Let, ir.Alloc)):
+        return replace(t, body=result_over_dead_array(t.body, dest, dims, row_locals))
+    return t
+
+
+def _over_region(body: ir.Term, region: str, elem, dest: str, dims: tuple, row_locals: bool) -> ir.Term | None:
+    """``body`` (in ``alloc region``) with its last array written in ``region`` built in ``dest``
+    and the build of the result written over it; None where that is not sound."""
+    chain = _prefix(body)
+    writes = [k for k, u in enumerate(chain) if isinstance(u, ir.Let)
+              and any(split_ref(ref)[0] == ir.RVar(region) for ref in _refs(u.rhs))]
+    build = _last(body)
+    if not writes or not isinstance(build, ir.Build) or build.dest != ir.RVar(dest):
+        return None
+    last = chain[writes[-1]]
+    uses = UseSets()
+    between = [u.rhs for u in chain[writes[-1] + 1:] if isinstance(u, ir.Let)]
+    if any(last.name in uses.names(u) or not uses.regions(u).isdisjoint({region, dest}) for u in between) \
+            or any(dest in uses.regions(u.rhs) for u in chain if isinstance(u, ir.Let)) \
+            or region in uses.regions(build):
+        return None
+    reads = Pointwise(last.name, dims, ir.RVar(dest))
+    over = reads.array_term(build, {last.name: reads.whole})
+    if over is None:
+        over = through_row_copy(build, Var(last.name, last.ty), dims, elem, f"{region}_row", row_locals)
+    return None if over is None else rebase(_with_last(body, over), region, ir.RVar(dest), sympy.Integer(0))
+
+
+def through_row_copy(build: ir.Build, array: Var, dims: tuple, elem, row_region: str,
+                     copies: bool = True) -> ir.Build | None:
+    """``build`` (element i written from row i of ``array``, of ``dims`` as the build) made to write
+    over ``array``: None unless ``array`` is read only as the view ``array[i]``.
+
+    Where element i reads row i only in the lets before its write (Hand's mirrored vertex, a local
+    row the transform then reads), the row is read before anything of it is written: ``build``
+    as it is.  Else element i reads its row while it writes it (a 3x3 matrix times the row: each
+    output reads all three inputs), so written in place its first output would clobber an input
+    its second reads: element i then reads a copy of row i made before it writes, where
+    ``copies`` (small arrays are C locals) and the row is small (``small_constant_size``): a C
+    local of the row's few scalars, which the C compiler keeps in registers, in place of the
+    whole array's scratch (ADBench's manual C++ transforms its vertices so, through a 3-element
+    copy of each)."""
+    match build:
+        case ir.Build(body=body, index=index, ty=ArrayT(ArrayT() as row_ty)) if len(dims) >= 2:
+            copied = f"{row_region}_copy"
+            rows = _rows_read(body, array.name, index, copied)
+            if array.name in names_used(rows):
+                return None
+            views = {copied} | {u.name for u in _prefix(rows)
+                                if isinstance(u, ir.Let) and u.rhs == ir.Atom_(Var(copied, u.ty))}
+            if views.isdisjoint(names_used(_last(rows))):
+                return build
+            row_dims, count = tuple(dims[1:]), _count(dims[1:])
+            if not copies or not small_constant_size(count, BYTES[elem]):
+                return None
+            view = f"{row_region}_view"
+            copy = ir.Alloc(row_region, elem, count, ir.Let(
+                copied, ir.Copy(ir.RVar(row_region), Var(view, row_ty), count, elem), rows, row_ty, row_dims),
+                dims=row_dims)
+            return replace(build, body=ir.Let(view, ir.Get(array, Var(index, Index), row_ty),
+                                              copy, row_ty, row_dims))
+    return None
+
+
+def _rows_read(t: ir.Term, name: str, index: str, copied: str) -> ir.Term:
+    """``t`` with each view ``let x = name[index]`` bound to the row's copy instead."""
+    match t:
+        case ir.Let(x, ir.Get(Var(arr), Var(i)), body) if arr == name and i == index:
+            return replace(t, rhs=ir.Atom_(Var(copied, t.ty)), body=_rows_read(body, name, index, copied))
+    return ir.map_children(lambda u: _rows_read(u, name, index, copied), t)
 
 
 def in_place_step(fold: ir.Ifold) -> ir.Term | None:

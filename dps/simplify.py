@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fsmooth.options import Options
+from fsmooth.types import ArrayT
 
 from . import ir
 from .hoist import hoist_allocs
-from .in_place import update_in_place
+from .in_place import result_over_dead_array, update_in_place
 from .layout import layout_program
 from .local_arrays import local_arrays
 from .merge import merge_allocs
@@ -93,7 +94,9 @@ def simplify_kernel(k: ir.Kernel, options: Options, locals_: bool = False, in_pl
     """Hoisting and merging of allocs in ``k``, after the rules; ``in_place``: first its ifolds
     that can update their state in place do (``dps.in_place``); ``locals_``: its small arrays
     become C locals, which stay where they are (``dps.local_arrays``)."""
-    body = update_in_place(k.body) if in_place else k.body
+    body = update_in_place(k.body, row_locals=locals_) if in_place else k.body
+    if in_place and isinstance(k.result, ArrayT):
+        body = result_over_dead_array(body, k.dest, k.result_dims, row_locals=locals_)
     body = local_arrays(body) if locals_ else body
     if options.hoist_allocs:
         body = hoist_allocs(body, frozenset(s.name for s in k.sizes), k.threads)

@@ -14,7 +14,7 @@ import functools
 
 from . import core
 from .anf import anf_kernel
-from .core import Expr, called_kernels, children
+from .core import Expr, called_kernels, children, free_vars
 from .types import BYTES, ArrayT, element_scalar
 from fsmooth.dps.local_arrays import small_constant_size
 from fsmooth.shape.filters import returns_filter
@@ -47,11 +47,55 @@ def size(e: Expr) -> int:
     return 1 + sum(size(child) for child in children(e))
 
 
-def inline_small_kernels(program: core.Program, k: core.KernelDef) -> core.KernelDef:
+def inline_small_kernels(program: core.Program, k: core.KernelDef, in_place: bool = True) -> core.KernelDef:
     """``k`` with every call of a small kernel of ``program`` replaced by the callee's body
-    (renamed apart, arguments bound by let), in ANF."""
-    small = frozenset(name for name in called_kernels(k.body) if inlined(program, program.kernels[name]))
+    (renamed apart, arguments bound by let), in ANF; ``in_place`` (``Options.update_in_place``):
+    and the call of its result over a dead argument (``result_over_dead_argument``)."""
+    over = result_over_dead_argument(program, k) if in_place else None
+    small = frozenset(name for name in called_kernels(k.body) if inlined(program, program.kernels[name])
+                      or (name == over and size(program.kernels[name].body) <= SMALL_RESULT_KERNEL))
     return anf_kernel(program, k, inline=small) if small else k
+
+
+def result_over_dead_argument(program: core.Program, k: core.KernelDef) -> str | None:
+    """The kernel whose call is ``k``'s result (after ``k``'s lets) where an argument is an array of
+    the result's type that one of those lets binds and nothing else uses, and that the callee reads
+    only row by row (``reads_row_wise``), else None.  Such a call is inlined up to
+    ``SMALL_RESULT_KERNEL``: a call's result cannot be written over its argument (they are distinct
+    ``restrict`` parameters), but inlined, the argument, dead after it, is built in ``k``'s result
+    and the callee's build written over it there (``dps.in_place.result_over_dead_array``: one
+    array of scratch less, as Hand's global transform of its vertices).  It is ``k``'s result,
+    computed once a call of ``k``, so inlining it multiplies no work."""
+    lets, t = [], k.body
+    while isinstance(t, core.Let):
+        lets.append(t)
+        t = t.body
+    if not isinstance(t, core.Call) or not isinstance(t.ty, ArrayT):
+        return None
+    bound = {u.name for u in lets if u.ty == t.ty}
+    used_before = frozenset().union(*(free_vars(u.rhs) for u in lets))
+    arguments = [a.name if isinstance(a, core.Var) else None for a in t.args]
+    callee = program.kernels[t.fn]
+    dead = [param for name, (param, _) in zip(arguments, callee.params)
+            if name in bound and name not in used_before and arguments.count(name) == 1]
+    return t.fn if any(reads_row_wise(callee, param) for param in dead) else None
+
+
+def reads_row_wise(k: core.KernelDef, param: str) -> bool:
+    """Whether ``k``'s result is a build whose element i reads the array ``param`` only as
+    ``param[i]`` (its length anywhere): what ``dps.in_place`` needs to write it over ``param``."""
+    t = k.body
+    while isinstance(t, core.Let):
+        t = t.body
+    if not isinstance(t, core.Build) or not isinstance(t.fn, core.Lam) or len(t.fn.params) != 1:
+        return False
+    (index, _), = t.fn.params
+    array = lambda e: isinstance(e, core.Var) and e.name == param  # noqa: E731
+    uses = sum(1 for e in core.walk(k.body) if array(e))
+    lengths = sum(1 for e in core.walk(k.body) if isinstance(e, core.Length) and array(e.arr))
+    rows = sum(1 for e in core.walk(t.fn.body) if isinstance(e, core.Get) and array(e.arr)
+               and isinstance(e.idx, core.Var) and e.idx.name == index)
+    return rows > 0 and uses == lengths + rows
 
 
 def inlined(program: core.Program, callee: core.KernelDef) -> bool:

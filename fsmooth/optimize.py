@@ -72,7 +72,8 @@ def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
         return lambda program, k: anf_kernel(program, replace(k, body=rewrite(k.body)))
 
     return tuple((name, rewrite) for enabled, name, rewrite in (
-        (options.inline_kernels, "inline_kernels", inline_small_kernels),
+        (options.inline_kernels, "inline_kernels",
+         lambda program, k: inline_small_kernels(program, k, in_place=options.update_in_place)),
         (options.inline_lets or options.fusion, "inline_lets_and_fusion", renormalised(inline_and_fuse)),
         (options.constant_folding, "constant_folding", renormalised(fold_constants)),
         (options.cse, "cse", renormalised(eliminate_common_subexpressions)),

@@ -91,7 +91,7 @@ class Options:
     # DPS-F̃ simplification (Fig. 9)
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")
-    update_in_place: bool = _optimisation("DPS", "for C, an ifold whose step reads its array state only where it writes it updates it in one buffer, an element it would copy to its own place is not written, and a loop that then acts at one index runs that trip only; a build that reads a dead array only where it writes is written over it (dps.in_place, dpia.single_trip)")
+    update_in_place: bool = _optimisation("DPS", "for C, an ifold whose step reads its array state only where it writes it updates it in one buffer, an element it would copy to its own place is not written, and a loop that then acts at one index runs that trip only; a build that reads a dead array only where it writes (or only its own row, through a C-local copy of it) is written over it, and the call of a kernel's result over such an array is inlined for it (dps.in_place, dpia.single_trip, inline_kernels)")
     # OpenCL (fsmooth.map_fission, fsmooth.auto_reductions)
     map_fission: bool = _optimisation("OpenCL", "a program without strategy annotations builds a top-level fold's heavy map (its elements have loops, its size is not the iteration's) for every iteration at once, in parallel, before the fold")
     auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")

@@ -22,6 +22,7 @@ from fsmooth.anf import anf_program
 from fsmooth.driver import compile_to_c
 from fsmooth.dpia import phrases as p
 from fsmooth.dps import ir
+from fsmooth.dps.ir import ALIGN
 from fsmooth.dps.interp import run_kernel
 from fsmooth.dps.simplify import simplify_allocs
 from fsmooth.dps.translate import dps_program
@@ -113,13 +114,19 @@ def test_the_mirrored_positions_are_written_over_the_skinned_ones(mirrored):
     on, off = run(skin, *args), run(skin, *args, update_in_place=False)
     np.testing.assert_array_equal(on.result, off.result)
     np.testing.assert_allclose(on.result, adbench_hand.np_get_skinned_vertex_positions(*args), rtol=1e-12, atol=1e-12)
-    # the bone walk's B (B - 1) transforms not copied (above), and no copy of the V x 3 skinned
-    # positions: only a mirrored hand's x is written, negated
+    # the bone walk's B (B - 1) transforms not copied (above); a vertex is stored 9 times either
+    # way: with the global transform inlined (inline_kernels.result_over_dead_argument), skinned
+    # in the result, its mirrored row a C local, then transformed over it; without, skinned,
+    # mirrored and transformed, each V x 3
     bones = len(args[0])
-    assert off.work["store"] - on.work["store"] == 16 * bones * (bones - 1) + (2 if mirrored else 3) * vertices
-    if not mirrored:  # ADBench's 544 vertices, where the positions are the largest arrays: one V x 3 less
+    assert off.work["store"] - on.work["store"] == 16 * bones * (bones - 1)
+    if not mirrored:  # ADBench's 544 vertices: no V x 3 array in the scratch (two without)
+        vertices = sympy.Symbol("base_positions_d0", integer=True, nonnegative=True)
+        assert vertices not in dps_for_c(skin).kernels[skin.name].scratch.free_symbols
+        assert vertices in dps_for_c(skin, update_in_place=False).kernels[skin.name].scratch.free_symbols
         args = skinning_args(np.random.default_rng(1), (5, 544, 0, mirrored, False))
-        assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 3 * 8 * 544
+        assert scratch(skin, args) == scratch(skin, args, update_in_place=False) - 2 * 3 * 8 * 544 + 2816
+        # (the posed relatives' scratch, 2,816 bytes more than the bone walk's, is then the larger)
 
 
 def fold_parfor_sizes(kernel: fs.Kernel, **changes) -> list:
@@ -158,6 +165,24 @@ def test_in_place_updates_through_the_abi(tmp_path):
     for n in (0, 1, 200):
         bins = rng.integers(-3, n + 3, 2 * n + 5)
         np.testing.assert_array_equal(run_histogram(bins, n), loop_work.np_histogram(bins, n))
+    (tmp_path / "rows").mkdir()
+    rows = compile_to_c(rotated_rows.program(), Options(fusion=False))
+    assert "double r2_row[3];" in rows.source  # the row's copy is a C local
+    run_rows = Runner(rows, tmp_path / "rows", "rotated_rows")
+    (tmp_path / "rows_off").mkdir()
+    run_off = Runner(compile_to_c(rotated_rows.program(), Options(fusion=False, update_in_place=False)),
+                     tmp_path / "rows_off", "rotated_rows")
+    result = compile_to_c(rotated.program(), Options(fusion=False))
+    assert "double r2_row[3];" in result.source
+    (tmp_path / "result").mkdir()
+    run_result = Runner(result, tmp_path / "result", "rotated")
+    for n in (0, 1, 500):
+        m, positions = rng.uniform(-1.0, 1.0, (3, 3)), rng.uniform(-1.0, 1.0, (n, 3))
+        assert run_rows(m, positions) == run_off(m, positions)  # bit for bit
+        for expected in (rotated_rows.reference(m, positions), np_rotated_rows(m, positions)):
+            np.testing.assert_allclose(run_rows(m, positions), expected, rtol=1e-12, atol=1e-12)
+        for expected in (rotated.reference(m, positions), np.exp(positions) @ m.T):
+            np.testing.assert_allclose(run_result(m, positions), np.reshape(expected, (n, 3)), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.skipif(ASAN, reason="already running under AddressSanitizer")
@@ -193,3 +218,48 @@ def test_a_build_is_written_over_an_array_only_where_nothing_reads_it_after():
     kept, off = run(doubled_and_reversed, v), run(doubled_and_reversed, v, update_in_place=False)
     assert kept.result == off.result == doubled_and_reversed.reference(v)
     assert (kept.work["store"], kept.scratch) == (off.work["store"], off.scratch)
+
+
+@fs.kernel
+def rotated_rows(m: Array[Array[Double]], positions: Array[Array[Double]]) -> Double:
+    """b's row v is m times a's row v (each output of the row reads all of its inputs): written over
+    a, which nothing reads after, through a copy of the row."""
+    n = length(positions)
+    a = build(n, lambda v: build(3, lambda r: fs.exp(positions[v][r])))
+    b = build(n, lambda v: build(3, lambda r: ifold(lambda acc, j: acc + m[r][j] * a[v][j], 0.0, 3)))
+    return ifold(lambda s, v: s + b[v][0] * b[v][1] - b[n - 1 - v][2], 0.0, n)
+
+
+@fs.kernel
+def rotated(m: Array[Array[Double]], positions: Array[Array[Double]]) -> Array[Array[Double]]:
+    """rotated_rows's b as the result: a is built in the result, b written over it there."""
+    n = length(positions)
+    a = build(n, lambda v: build(3, lambda r: fs.exp(positions[v][r])))
+    return build(n, lambda v: build(3, lambda r: ifold(lambda acc, j: acc + m[r][j] * a[v][j], 0.0, 3)))
+
+
+def np_rotated_rows(m, positions):
+    b = np.exp(positions) @ m.T
+    return float(np.sum(b[:, 0] * b[:, 1]) - np.sum(b[:, 2]))
+
+
+@pytest.mark.parametrize("n", [0, 1, 37])
+def test_a_build_reading_its_row_is_written_over_a_dead_array_through_a_row_copy(n):
+    """Unfused (fusion would compute a's row in b's loop), b is built over a: one n x 3 array of
+    scratch less, for n copies of a row of 3 into a C local (stores of the DPS interpreter, which
+    the C compiler keeps in registers), the results bit for bit the same."""
+    rng = np.random.default_rng(n)
+    m, positions = rng.uniform(-1.0, 1.0, (3, 3)), rng.uniform(-1.0, 1.0, (n, 3))
+    over = run(rotated_rows, m, positions, fusion=False)
+    off = run(rotated_rows, m, positions, fusion=False, update_in_place=False)
+    assert over.result == off.result == rotated_rows.reference(m, positions)
+    np.testing.assert_allclose(over.result, np_rotated_rows(m, positions), rtol=1e-12, atol=1e-12)
+    assert over.scratch == off.scratch - -(-3 * 8 * n // ALIGN) * ALIGN  # one n x 3 array less
+    assert over.work["store"] == off.work["store"] + 3 * n  # the rows' copies
+    heap = run(rotated_rows, m, positions, fusion=False, allocation="malloc")  # no C locals: no copy
+    assert (heap.work["store"], heap.result) == (off.work["store"], off.result)
+    into, off = run(rotated, m, positions, fusion=False), run(rotated, m, positions, fusion=False, update_in_place=False)
+    np.testing.assert_array_equal(into.result, off.result)
+    np.testing.assert_allclose(into.result, np.exp(positions) @ m.T, rtol=1e-12, atol=1e-12)
+    assert (into.scratch, off.scratch) == (0, -(-3 * 8 * n // ALIGN) * ALIGN)  # a is built in the result
+    assert into.work["store"] == off.work["store"] + 3 * n

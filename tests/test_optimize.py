@@ -291,6 +291,21 @@ def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_lar
     assert "main_terms" in core.called_kernels(gmm.main.body)
 
 
+def test_the_call_of_a_result_over_a_dead_argument_it_reads_row_wise_is_inlined():
+    # Hand's global transform (over SMALL_KERNEL, its result V x 3) reads its positions row by row:
+    # inlined, DPS writes it over them (test_in_place); image's blur_cols reads the rows around
+    # each of its rows, so its call stays, as it does with update_in_place off
+    from corpus import adbench_hand, image
+    from fsmooth.inline_kernels import SMALL_KERNEL, size
+
+    hand = optimized(adbench_hand.get_skinned_vertex_positions)
+    assert size(hand.kernels["apply_global_transform"].body) > SMALL_KERNEL
+    assert "apply_global_transform" not in core.called_kernels(hand.main.body)
+    off = optimized(adbench_hand.get_skinned_vertex_positions, replace(ALL_ON, update_in_place=False))
+    assert "apply_global_transform" in core.called_kernels(off.main.body)
+    assert "blur_cols" in core.called_kernels(optimized(image.gaussian_blur3).main.body)
+
+
 def test_whether_a_callee_returns_a_small_array_is_translated_once_per_kernel(monkeypatch):
     # The optimiser asks it of each callee at every round of every caller; the answer depends on the
     # callee and what it calls only, so each callee's shape is translated once, not once per question.
