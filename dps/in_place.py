@@ -64,7 +64,7 @@ def update_in_place(t: ir.Term, row_locals: bool = True) -> ir.Term:
             if step is not None:  # the second buffer is no longer used: its alloc goes
                 return replace(fold, body=step, buffers=(first, first))
         case ir.Alloc(region, elem, count, ir.Let(name, ir.Build(dest=ir.RVar(written)) as rhs, ir.Alloc(
-                inner, inner_elem, inner_count, ir.Let(mapped, ir.Build(dest=ir.RVar(dest)) as build, after) as use)) as scope) \
+                inner, inner_elem, inner_count, ir.Let(_, ir.Build(dest=ir.RVar(dest)) as build, after) as use)) as scope) \
                 if written == region and dest == inner and (inner_elem, inner_count) == (elem, count) \
                 and name not in names_used(after) and inner not in UseSets().regions(after):
             reads = Pointwise(name, scope.dims, ir.RVar(inner))
@@ -163,7 +163,7 @@ def through_row_copy(build: ir.Build, array: Var, dims: tuple, elem, row_region:
 def _rows_read(t: ir.Term, name: str, index: str, copied: str) -> ir.Term:
     """``t`` with each view ``let x = name[index]`` bound to the row's copy instead."""
     match t:
-        case ir.Let(x, ir.Get(Var(arr), Var(i)), body) if arr == name and i == index:
+        case ir.Let(_, ir.Get(Var(arr), Var(i)), body) if arr == name and i == index:
             return replace(t, rhs=ir.Atom_(Var(copied, t.ty)), body=_rows_read(body, name, index, copied))
     return ir.map_children(lambda u: _rows_read(u, name, index, copied), t)
 
@@ -256,7 +256,7 @@ class Pointwise:
                     return None
                 kept = self.keep_unless(t, inner, inner_views)
                 return kept if kept is not None else replace(t, body=inner)
-            case ir.If(cond, then, orelse):
+            case ir.If(_, then, orelse):
                 then, orelse = self.array_term(then, views), self.array_term(orelse, views)
                 return None if then is None or orelse is None else replace(t, then=then, orelse=orelse)
             case ir.Alloc(body=body):
@@ -289,7 +289,7 @@ class Pointwise:
                 if isinstance(elem, ArrayT):
                     return self.copies(body, views)
                 return self.copied(body, views, sympy.expand(offset + size_symbol(index)))
-            case ir.Let(name, rhs, body):
+            case ir.Let(name, _, body):
                 view = self.view(t, views)
                 return view is not None and self.copies(body, {**views, name: view})
         return False
@@ -309,7 +309,7 @@ class Pointwise:
         """The scalar term ``t``, written to the state at ``place``, for one buffer: None if it reads
         the state elsewhere; a branch that is the scalar already there becomes ``keep``."""
         match t:
-            case ir.If(cond, then, orelse):
+            case ir.If(_, then, orelse):
                 then, orelse = (self.scalar_term(b, views, place) for b in (then, orelse))
                 if then is None or orelse is None:
                     return None
