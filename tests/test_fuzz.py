@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 import fuzz_programs
 from test_corpus import outcome
 
-EXAMPLES = int(os.environ.get("FSMOOTH_FUZZ_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("FSMOOTH_FUZZ_EXAMPLES", "60"))
 DEDICATED = "FSMOOTH_FUZZ_EXAMPLES" in os.environ
 SIZES = (0, 1, 4, 100)
 _modules = itertools.count()
