@@ -243,7 +243,7 @@ class _OpenCLEmitter(KernelEmitter):
         k = self.k
         self.global_dims = len(phase.global_size)
         self.dimensions = phase.dimensions
-        self.handing_over = bool(phase.handover)
+        self.handing_over = phase.last is not None
         params, args, env = [], [], {}
         for name, ty, _ in k.params:
             cname = self.param_names[name]
@@ -258,17 +258,18 @@ class _OpenCLEmitter(KernelEmitter):
             params.append(f"__global {_mem_type(element_scalar(ty))} *restrict out{suffix}")
             args.append(buffer)
             env[f"{k.dest}{suffix}"] = _Memory(f"out{suffix}", "global", "output")
-        used = set().union(*(free_identifiers(part) for part in (phase.body, phase.tail, phase.last) if part is not None))
+        used = set().union(*(free_identifiers(part) for part in phase.parts()))
         # NVIDIA's OpenCL (driver 580, H200) miscompiles a single-pass scan whose local arrays are
         # restrict-qualified: lanes read a stale ticket, the group's tile index, that work-item 0
         # wrote before a barrier (wrong tiles, then an illegal address or a hang at a barrier)
         local_restrict = "" if any(isinstance(c, p.GroupScan) and c.words is not None for c in p.walk(phase.body)) else "restrict "
+        counter, last_group = (phase.last.counter, phase.last.flag) if phase.last is not None else (None, None)
         for name, buf in hoisted.items():
-            if name == phase.counter:
+            if name == counter:
                 counter = self.namer.fresh(name)
                 params.append(f"__global int *restrict {counter}")
                 args.append(name)
-            elif name == phase.last_group:
+            elif name == last_group:
                 last_group = self.namer.fresh(name)
                 params.append(f"__local int64_t *restrict {last_group}")
                 args.append(name)
@@ -310,18 +311,18 @@ class _OpenCLEmitter(KernelEmitter):
         return "\n".join([head] + indent(body) + ["}"]), tuple(args)
 
     def _one_launch(self, phase: Phase, env: dict, ranges, counter: str, last_group: str) -> list[str]:
-        """Every group's ``phase.body``, then its ticket, then the last group's part: ``phase.last``
+        """Every group's ``phase.body``, then its ticket, then the last group's part: ``phase.last.body``
         and the tail (module docstring).  Each part after its own test that its sizes fit
         (``before_the_body``), run only where it runs: the groups' part by the groups that have an
         iteration (the launch has one group where there is none, for the last part)."""
-        groups = strip_parentheses(self.cint(self.rename(phase.groups, {}), ranges))
+        groups = strip_parentheses(self.cint(self.rename(phase.last.groups, {}), ranges))
         body = self.before_the_body(self.comm(phase.body, env, ranges))
         if self.exit.used:
             body += [f"{self.exit.label}: ;"]  # a failed check still takes its ticket
         self.fitting_before_the_body = {}
         self.one_group = True
         try:
-            last = self._with_scoped_exit(lambda: self.comm(phase.last, env, ranges))
+            last = self._with_scoped_exit(lambda: self.comm(phase.last.body, env, ranges))
             if phase.tail is not None:
                 # after the barrier the group's writes are there for work-item 0
                 tail = self._with_scoped_exit(lambda: self.comm(phase.tail, env, ranges))
@@ -639,9 +640,9 @@ def show_program(plan: OpenCLPlan) -> str:
                      f"{', sequential' if phase.sequential else ''}):")
         lines += ["  " + line for line in p.show(phase.body).splitlines()]
         if phase.last is not None:
-            lines += [f"  then the last work-group to take a ticket of {phase.counter} (reading "
-                      f"{', '.join(sorted(phase.handover))} atomically):"]
-            lines += ["    " + line for line in p.show(phase.last).splitlines()]
+            lines += [f"  then the last work-group to take a ticket of {phase.last.counter} (reading "
+                      f"{', '.join(sorted(phase.last.handover))} atomically):"]
+            lines += ["    " + line for line in p.show(phase.last.body).splitlines()]
         if phase.tail is not None:
             lines += ["  then work-item 0:"] + ["    " + line for line in p.show(phase.tail).splitlines()]
     lines += [f"buffer {b.name}: {b.role} {b.elem.name}[{b.count}]" for b in plan.kernels.buffers.values()]

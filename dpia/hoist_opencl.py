@@ -20,7 +20,7 @@ they wrote in 'temp' buffers (the second phase, combining the partials) are one 
 (``_one_launch``): each group runs the first body and takes a ticket from a 'counter' buffer (one
 ``int``, zeroed when allocated); the group that takes the last ticket, when every other group's
 partials are written, runs the second body (``Phase.last``) and its tail, and sets the counter
-back to zero for the next call.  The buffers handed over (``Phase.handover``) are written and
+back to zero for the next call.  The buffers handed over (``LastGroup.handover``) are written and
 read with atomics (``dpia.codegen_opencl``): they cross work-groups; their role is 'handover', a
 'temp' that the launcher zeroes when it allocates it (an atomic store reads the old value, which
 Oclgrind would otherwise report as uninitialised; every element the last group reads is written
@@ -70,11 +70,26 @@ DEFAULT_LOCAL = 64
 @dataclass(frozen=True)
 class HoistedBuffer:
     name: str
-    role: str  # 'temp' (global), 'local', 'counter' (a launch's tickets: Phase.counter),
-    # 'handover' (a 'temp' that crosses the work-groups of a launch: Phase.handover) or
+    role: str  # 'temp' (global), 'local', 'counter' (a launch's tickets: LastGroup.counter),
+    # 'handover' (a 'temp' that crosses the work-groups of a launch: LastGroup.handover) or
     # 'lookback' (global, zeroed once: dpia.scan_opencl)
     elem: Scalar
     count: sympy.Expr  # elements, over the size symbols
+
+
+@dataclass(frozen=True)
+class LastGroup:
+    """The second launch of a two-phase reduction, of one work-group, run in the first (module
+    docstring): the group that takes the last ticket of the 'counter' buffer ``counter`` runs
+    ``body``, reading the 'temp' buffers ``handover`` that the groups wrote; ``groups``: the
+    iterations of the first body's workgroup loop; ``flag``: a 'local' buffer, whether this group
+    took the last ticket."""
+
+    body: p.Phrase
+    handover: frozenset
+    counter: str
+    groups: sympy.Expr
+    flag: str
 
 
 @dataclass(frozen=True)
@@ -82,10 +97,7 @@ class Phase:
     """One OpenCL kernel: its body (free identifiers: parameters, the result, size symbols and
     hoisted buffers) and its NDRange.  ``tail``: sequential commands that one work-item runs
     after the body, in the same launch (only where the NDRange is a single work-group, whose
-    barrier orders them after the body).  ``last``: the body of a second launch of one work-group
-    run by the group that takes the last ticket of the 'counter' buffer ``counter`` (the tail then
-    follows it there), reading the 'temp' buffers ``handover`` that the groups wrote (module
-    docstring: one launch for a two-phase reduction)."""
+    barrier orders them after the body; with ``last``, they follow it in the last group)."""
 
     name: str
     body: p.Phrase
@@ -96,11 +108,7 @@ class Phase:
     # the phase before this one with its local arrays of a size known only at the call in global
     # memory, run instead of it where those do not fit the device's local memory (``_fallback``)
     fallback: bool = False
-    last: p.Phrase | None = None
-    handover: frozenset = frozenset()
-    counter: str | None = None
-    groups: sympy.Expr | None = None  # with ``last``: the iterations of the body's workgroup loop
-    last_group: str | None = None  # with ``last``: a 'local' buffer, whether this group took the last ticket
+    last: LastGroup | None = None
     # a nest of global loops: the NDRange dimension of the loop at each depth (outermost first;
     # None: the innermost is dimension 0, the next 1, ...) and the work-group tiles the launch
     # picks among, the least padded for the call's sizes (None: ``codegen_opencl.NESTED_LOCAL``),
@@ -108,6 +116,10 @@ class Phase:
     dimensions: tuple | None = None
     tiles: tuple | None = None
     nest: Nest | None = None  # the nest the cost model priced for them
+
+    def parts(self) -> tuple:
+        """The phrases the launch runs: the body, then the last group's and the tail where present."""
+        return tuple(part for part in (self.body, self.tail, self.last and self.last.body) if part is not None)
 
 
 @dataclass(frozen=True)
@@ -258,8 +270,8 @@ def _one_launch(phases: list, buffers: dict, names: NameSupply) -> list:
         # one group at least: the last group's body runs where the groups' loop has no iteration
         iterations = sympy.sympify(next(loops_at_top(groups.body)).size)
         size = groups.local_size[0] * sympy.Max(iterations, 1)
-        joined[-1] = replace(groups, global_size=(size,), last=last, tail=tail, handover=handover,
-                             counter=counter.name, groups=iterations, last_group=flag.name)
+        joined[-1] = replace(groups, global_size=(size,), tail=tail,
+                             last=LastGroup(last, handover, counter.name, iterations, flag.name))
     return joined
 
 

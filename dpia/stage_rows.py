@@ -71,7 +71,7 @@ def stage_rows(planned, device: DeviceDescription):
     phases = []
     for j, phase in enumerate(plan.phases):
         elsewhere = frozenset().union(*(free_identifiers(part) for other in plan.phases[:j] + plan.phases[j + 1:]
-                                        for part in (other.body, other.tail, other.last) if part is not None))
+                                        for part in other.parts()))
         if (phase.last is None and phase.tail is None and not phase.sequential and phase.local_size is not None
                 and len(phase.local_size) == 1 and sympy.sympify(phase.local_size[0]).is_Integer):
             before = set(buffers)
@@ -88,8 +88,7 @@ def stage_rows(planned, device: DeviceDescription):
                 continue
             phase = staged
         phases.append(phase)
-    used = set().union(*(free_identifiers(part) for phase in phases
-                         for part in (phase.body, phase.tail, phase.last) if part is not None))
+    used = set().union(*(free_identifiers(part) for phase in phases for part in phase.parts()))
     buffers = {name: buf for name, buf in buffers.items() if name not in released or name in used}
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=tuple(phases), buffers=buffers))
 

@@ -93,7 +93,8 @@ def vectorize_plan(planned: OpenCLPlan) -> OpenCLPlan:
     phases = tuple(dataclasses.replace(
         phase, body=walk.comm(phase.body, env, start),
         tail=None if phase.tail is None else walk.comm(phase.tail, env, start),
-        last=None if phase.last is None else walk.comm(phase.last, env, start)) for phase in plan.phases)
+        last=None if phase.last is None else dataclasses.replace(phase.last, body=walk.comm(phase.last.body, env, start)))
+        for phase in plan.phases)
     return dataclasses.replace(planned, kernels=dataclasses.replace(plan, phases=phases))
 
 
