@@ -263,13 +263,13 @@ class _OpenCLEmitter(KernelEmitter):
         # restrict-qualified: lanes read a stale ticket, the group's tile index, that work-item 0
         # wrote before a barrier (wrong tiles, then an illegal address or a hang at a barrier)
         local_restrict = "" if any(isinstance(c, p.GroupScan) and c.words is not None for c in p.walk(phase.body)) else "restrict "
-        counter, last_group = (phase.last.counter, phase.last.flag) if phase.last is not None else (None, None)
+        tickets, flag = (phase.last.counter, phase.last.flag) if phase.last is not None else (None, None)
         for name, buf in hoisted.items():
-            if name == counter:
+            if name == tickets:
                 counter = self.namer.fresh(name)
                 params.append(f"__global int *restrict {counter}")
                 args.append(name)
-            elif name == last_group:
+            elif name == flag:
                 last_group = self.namer.fresh(name)
                 params.append(f"__local int64_t *restrict {last_group}")
                 args.append(name)

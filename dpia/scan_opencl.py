@@ -229,7 +229,7 @@ def _single_pass(t, n, data: p.Data, monoids: tuple, index: str, element, init, 
     scalars.  One group per tile, and one for ``n = 0``, which writes the total (a filter's kept
     length)."""
     leaves = p.record_leaves(data)
-    width = _single_pass_width(data, t.tile_bytes)
+    width = _width(data, t.tile_bytes)
     if width == 0 or any(p.scalar_of(leaf) not in _SINGLE_PASS_SCALARS for _, leaf in leaves):
         return None
     groups = sympy.Max(1, sympy.ceiling(n / (LOCAL * width)))
@@ -267,12 +267,6 @@ def single_pass_tile_bytes(local_memory_bytes: int) -> int:
     return SINGLE_PASS_TILE_BYTES if local_memory_bytes >= 48 * 1024 else SINGLE_PASS_TILE_BYTES // 2
 
 
-def _single_pass_width(data: p.Data, tile_bytes: int) -> int:
-    """Elements per work-item of the single pass's tile of states ``data`` (0: too large a state)."""
-    state_bytes = sum(4 if p.scalar_of(leaf).name == "Float" else 8 for _, leaf in p.record_leaves(data))
-    return tile_bytes // (LOCAL * state_bytes)
-
-
 def scan_notes(bodies) -> tuple[str, ...]:
     """Which scan each parallel scan or filter of the launches' ``bodies`` is, and why (the
     strategy comment of the OpenCL source: ``fsmooth explain --stage opencl``)."""
@@ -292,10 +286,11 @@ def scan_notes(bodies) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _width(data: p.Data) -> int:
-    """Elements per work-item of a tile of states ``data`` (0: too large a state)."""
+def _width(data: p.Data, tile_bytes: int = TILE_BYTES) -> int:
+    """Elements per work-item of a tile of ``tile_bytes`` of states ``data`` (0: too large a
+    state): the three phases' tiles, or the single pass's."""
     state_bytes = sum(4 if p.scalar_of(leaf).name == "Float" else 8 for _, leaf in p.record_leaves(data))
-    return TILE_BYTES // (LOCAL * state_bytes)
+    return tile_bytes // (LOCAL * state_bytes)
 
 
 def _record(data: p.Data, by_path: dict, path: tuple = ()) -> p.Phrase:
