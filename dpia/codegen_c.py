@@ -342,16 +342,27 @@ def size_checks(constraints, sized, print_size_checked, print_condition_checked)
 
 def size_divisors(e) -> list:
     """The divisors of the quotients and remainders of a size expression or condition that are
-    not constants: each may be zero at a call."""
+    not constants: each may be zero at a call.  Of a ``Piecewise``, only its conditions': a value
+    is computed only where its condition holds (``OpenCLArtifact.fitting`` guards its quotients
+    so)."""
     found = []
-    for sub in sympy.preorder_traversal(sympy.sympify(e)):
+
+    def visit(sub):
         match sub:
+            case sympy.Piecewise():
+                for _, cond in sub.args:
+                    visit(cond)
+                return
             case sympy.floor() | sympy.ceiling():
                 found.append(sympy.fraction(sympy.together(sub.args[0]))[1])
             case sympy.Mod():
                 found.append(sub.args[1])
             case sympy.Expr() if sub.is_Add or sub.is_Mul:
                 found.append(sympy.fraction(sympy.together(sub))[1])
+        for arg in sub.args:
+            visit(arg)
+
+    visit(sympy.sympify(e))
     return [d for d in found if not d.is_Integer]
 
 

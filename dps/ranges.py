@@ -382,10 +382,10 @@ def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
     extent = bounds(e, ranges)
     if extent is None:
         return None
-    highs = [extent.hi]
-    fact = ranges.bounds_of(sympy.expand(e))
-    if fact is not None and fact[0] is None:
-        highs.append(fact[1])
+    # an ``if`` bounds e, or e less a constant offset: a guard t < n - 1 proves a read of t + 1
+    e = sympy.expand(e)
+    highs = [extent.hi] + [hi + offset for fact, hi in ranges.facts
+                           if (offset := sympy.expand(e - fact)).is_number]
     if not nonnegative(extent.lo, ranges):
         return None
     high = next((hi for hi in highs if nonnegative(length - 1 - hi, ranges)), None)

@@ -96,3 +96,6 @@ class OpenCLArtifact:
     # a one-launch reduction's 32-bit global atomics (core in OpenCL 1.1, an extension in 1.0)
     needs_atomics: bool = False
     extensions: tuple = ()  # the OpenCL extensions the source needs of the device, beside fp64
+    # sizes the kernels' index arithmetic computes, formulas of the interface's sizes: the host
+    # refuses a call where one overflows int64 (status 6's OverflowError, before any launch)
+    fitting: tuple = ()

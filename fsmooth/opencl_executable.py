@@ -120,7 +120,8 @@ class OpenCLExecutable:
         launches = artifact.launches
         formulas = ([d for _, _, dims in interface.outputs for d in dims] + [b.count for b in self._sized]
                     + [g for launch in launches for g in launch.global_size]
-                    + [l for launch in launches for l in (launch.local_size or ())])
+                    + [l for launch in launches for l in (launch.local_size or ())]
+                    + list(artifact.fitting))
         self._sizes_of = compile_size_function(self._symbols, formulas, name)
         self._formulas = formulas
         self._formula_names = (["result size" for _, _, dims in interface.outputs for _ in dims]
@@ -128,7 +129,8 @@ class OpenCLExecutable:
                                + [f"global size of launch {launch.kernel}" for launch in launches
                                   for _ in launch.global_size]
                                + [f"local size of launch {launch.kernel}" for launch in launches
-                                  for _ in (launch.local_size or ())])
+                                  for _ in (launch.local_size or ())]
+                               + ["index arithmetic of the kernels"] * len(artifact.fitting))
         self._plans: dict[tuple, _Plan] = {}
         self._max_group = self.device.max_work_group_size
 

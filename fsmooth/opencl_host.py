@@ -168,14 +168,16 @@ class _HostKernel:
 
     def sized(self) -> list:
         """Every size a call computes, which K_check_sizes refuses where it overflows int64: the
-        result dims, each buffer's elements and bytes, the launches' global and local sizes."""
+        result dims, each buffer's elements and bytes, the launches' global and local sizes, the
+        sizes the kernels' index arithmetic computes."""
         a = self.artifact
         buffers = [b for b in a.buffers.values() if b.role != "status"]
         return ([d for _, _, dims in self.interface.outputs for d in dims]
                 + [sympy.sympify(b.count) for b in buffers]
                 + [sympy.sympify(b.count) * _elem_bytes(b.elem) for b in buffers]
                 + [g for launch in a.launches for g in launch.global_size]
-                + [l for launch in a.launches for l in (launch.local_size or ())])
+                + [l for launch in a.launches for l in (launch.local_size or ())]
+                + list(a.fitting))
 
     def tables(self, k: int) -> list[str]:
         """The static description of the kernel's buffers and launches (fsmooth_opencl_rt.h)."""

@@ -188,6 +188,31 @@ def test_vectorised_body_that_lanes_cannot_share_runs_lane_by_lane(context, rng)
         strided_and_gathered.opencl(v, np.array([0, 1, 2, 3, 4, 5, 10, 0, 1]), context=context)
 
 
+@fs.kernel
+def count_to(m: fs.Card) -> Double:
+    return ifold(lambda acc, j: acc + 1.0, 0.0, m)
+
+
+def test_index_arithmetic_every_work_item_shares_is_checked_once_on_the_host(context):
+    """The sizes a kernel's index arithmetic computes are the same for every work-item: the host
+    tests once a call that they fit int64, in its size check, and the kernels do not; a size that
+    divides by a group count is tested where the count is not 0 (where it is, no group computes
+    it: a call without work is not refused)."""
+    from corpus import vision
+
+    for artifact in (vision.softmax_rows_f32.opencl_artifact(), count_to.opencl_artifact()):
+        assert artifact.fitting and "(void)(fs_checked" not in artifact.source
+    guarded = [e for e in count_to.opencl_artifact().fitting if isinstance(e, sympy.Piecewise)]
+    assert guarded and all(cond.rhs == 0 for e in guarded for _, cond in e.args[:-1])
+    for m in (0, 1, 255, 256, 16385, 300_000):
+        assert count_to.opencl(m, context=context) == count_to.reference(m) == float(m)
+    with pytest.raises(OverflowError, match="overflows int64"):
+        count_to.opencl(2**63 - 5, context=context)
+    m = np.random.default_rng(5).standard_normal((3, 700)).astype(np.float32)
+    np.testing.assert_allclose(vision.softmax_rows_f32.opencl(m, context=context),
+                               vision.np_softmax_rows_f32(m), rtol=1e-5, atol=1e-7)
+
+
 def test_sizes_are_checked_in_kernel_bodies_and_on_the_host(context):
     """As the C path: a body count that overflows is status 6, OverflowError (as the reference);
     the host computes sizes as K_check_sizes does, so a size divided by zero is a

@@ -32,6 +32,12 @@ def guarded_shift(a: Array[Double], b: Array[Double]) -> Array[Double]:
 
 
 @fs.kernel
+def guarded_pair_sums(a: Array[Double], b: Array[Double]) -> Array[Double]:
+    # the guard bounds 2i, the read is at 2i + 1: the bound carries over with the offset
+    return build(length(b), lambda i: a[2 * i] + a[2 * i + 1] if 2 * i < length(a) - 1 else b[i])
+
+
+@fs.kernel
 def gather(v: Array[Double], at: Array[Index]) -> Array[Double]:
     return build(length(at), lambda i: v[at[i]])
 
@@ -64,6 +70,24 @@ def test_a_read_the_guard_proves_is_proven_not_checked():
     assert not _bounds_checks(stages.c.source)
     a, b = np.arange(3.0), np.arange(10.0, 15.0)
     np.testing.assert_array_equal(guarded_shift(a, b), [1.0, 2.0, 12.0, 13.0, 14.0])
+
+
+def test_a_guard_proves_a_read_at_a_constant_offset_from_what_it_bounds():
+    stages = run_pipeline(guarded_pair_sums.program(), guarded_pair_sums.options)
+    checks = stages.c.interfaces["guarded_pair_sums"].range_checks
+    assert len(checks) == 3 and not any(check.emitted for check in checks)
+    second = next(check for check in checks if check.index == "(1 + (2 * i))")
+    assert "2*i <= a_d0 - 2" in second.facts
+    assert not _bounds_checks(stages.c.source)
+    rng = np.random.default_rng(3)
+    for n, m in ((0, 0), (0, 4), (1, 3), (5, 4), (6, 4), (7, 2), (40, 30)):
+        a, b = rng.standard_normal(n), rng.standard_normal(m)
+        i = np.arange(m)
+        inside = 2 * i < n - 1
+        oracle = np.where(inside, a[np.minimum(2 * i, max(n - 1, 0))] if n else 0.0, b)
+        oracle = np.where(inside, oracle + (a[np.minimum(2 * i + 1, max(n - 1, 0))] if n else 0.0), oracle)
+        np.testing.assert_array_equal(guarded_pair_sums(a, b), guarded_pair_sums.reference(a, b))
+        np.testing.assert_array_equal(guarded_pair_sums(a, b), oracle)
 
 
 def test_a_read_not_provable_is_checked_and_fails_on_bad_input():
@@ -134,6 +158,11 @@ def test_ranges_and_proofs():
     assert proof is not None and proof.low == 0
     assert proof.facts == ("0 <= i <= n - 1", "0 <= j <= i - 1")
     assert in_range(j, n - 2, ranges) is None
+    # an if's bound on an expression carries over to it plus a constant, not beyond
+    strided = Ranges().inside(i, 255).inside(j, n).given(i + 256 * j, n - 2)
+    assert in_range(1 + i + 256 * j, n, strided) is not None
+    assert in_range(2 + i + 256 * j, n, strided) is None
+    assert in_range(i + 256 * j - 1, n, strided) is None  # -1 at i = j = 0
 
 
 @fs.kernel
