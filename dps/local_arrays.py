@@ -42,12 +42,13 @@ from . import ir
 SMALL_ARRAY_BYTES = 512
 
 
-def small_constant_size(count, element_bytes: int) -> bool:
+def small_constant_size(count, element_bytes: int, limit: int | None = None) -> bool:
     """Whether ``count`` elements of ``element_bytes`` each are a small array of a size known when
-    compiling: a positive integer count (C has no array of no elements) of at most
-    ``SMALL_ARRAY_BYTES`` bytes."""
+    compiling: a positive integer count (C has no array of no elements) of at most ``limit``
+    bytes (``SMALL_ARRAY_BYTES`` where None)."""
     count = sympy.sympify(count)
-    return bool(count.is_Integer and 0 < int(count) * element_bytes <= SMALL_ARRAY_BYTES)
+    limit = SMALL_ARRAY_BYTES if limit is None else limit
+    return bool(count.is_Integer and 0 < int(count) * element_bytes <= limit)
 
 
 def local_arrays(t: ir.Term) -> ir.Term:

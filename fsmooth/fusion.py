@@ -6,8 +6,10 @@
 On ANF a ``build`` is always let-bound, so the rules meet it through its binding:
 ``length x`` of a let-bound ``x = build n f`` becomes ``n`` whatever else uses ``x``
 (``fuse``), and a build read exactly once, as ``x[i]``, is substituted into that read
-(``inline_lets``), where the first rule then consumes it.  A build read twice, or passed to a
-call, stays: it is an intermediate that must exist (the paper's irreducible core, §2.2).
+(``inline_lets``), where the first rule then consumes it, as is a build of cheap elements (below)
+read several times, each read computing its element.  A build read twice (of costly elements),
+or passed whole to a call, stays: it is an intermediate that must exist (the paper's irreducible
+core, §2.2).
 
 Fusion preserves work: the build computes each element once, and so must its fused read.  A
 read outside any lambda of the let's body computes one element, once; a read inside one lambda
@@ -32,8 +34,10 @@ from __future__ import annotations
 
 from .core import (App, Build, Expr, Get, Lam, Length, Let, Lit, PrimApp, Proj, Tuple, Var, children, map_children,
                    substitute, walk)
+from .dps.local_arrays import SMALL_ARRAY_BYTES, small_constant_size
 from .prims import CASTS
 from .typecheck import conform
+from .types import BYTES, ArrayT
 
 
 def fuse(e: Expr, builds: dict[str, Build] | None = None) -> Expr:
@@ -68,6 +72,11 @@ def inline_lets(e: Expr, into_reads: bool) -> Expr:
                                 Let(name, rhs, _project_known(body, name, items), ty, e.loc))
         case Let(name, Build() as rhs, body) if (into_reads and _read_once(name, body) and not _stored(rhs)
                                                  and (_cheap_element(rhs) or _read_each_element_once(name, body))):
+            return inline_lets(_substitute_read(body, name, rhs), into_reads)
+        case Let(name, Build() as rhs, body) if (into_reads and not _stored(rhs) and _cheap_element(rhs)
+                                                 and not _register_sized(rhs) and _only_read(name, body)):
+            # each read computes its element, at about the cost of reading it materialised: no
+            # array at all (a GPU's work-item would have it in global memory)
             return inline_lets(_substitute_read(body, name, rhs), into_reads)
     return map_children(lambda child: inline_lets(child, into_reads), e)
 
@@ -136,8 +145,32 @@ def _read_once(name: str, body: Expr) -> bool:
     return occurrences == 1 and reads == 1
 
 
+# what dps.local_arrays keeps in registers, as fsmooth ships it (its tests vary that module's)
+_REGISTER_BYTES = SMALL_ARRAY_BYTES
+
+
+def _register_sized(build: Build) -> bool:
+    """A small array of a size known when compiling (``dps.local_arrays``): a local of the C
+    function, a work-item's private memory on OpenCL, read from registers, which is cheaper than
+    computing its element again."""
+    return (isinstance(build.size, Lit) and isinstance(build.ty, ArrayT) and build.ty.elem in BYTES
+            and small_constant_size(build.size.value, BYTES[build.ty.elem], _REGISTER_BYTES))
+
+
+def _only_read(name: str, body: Expr) -> bool:
+    """Every occurrence of ``name`` in ``body`` is the array of a read ``x[i]``."""
+    occurrences = reads = 0
+    for node in walk(body):
+        match node:
+            case Var(other) if other == name:
+                occurrences += 1
+            case Get(Var(arr)) if arr == name:
+                reads += 1
+    return occurrences == reads
+
+
 def _substitute_read(e: Expr, name: str, build: Build) -> Expr:
-    """``e`` with its one read ``name[i]`` made ``(build n f)[i]``."""
+    """``e`` with its reads ``name[i]`` made ``(build n f)[i]``."""
     match e:
         case Get(Var(arr), idx, ty) if arr == name:
             return Get(build, idx, ty, e.loc)

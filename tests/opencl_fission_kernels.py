@@ -33,19 +33,20 @@ def row_logsumexp_oracle(x, w):
 
 @fs.kernel
 def centred_sq(xi: Array[Double], ck: Array[Double]) -> Double:
-    d = build(length(xi), lambda j: xi[j] - ck[j])
+    # two operations an element: fusion keeps the array (one, x - c, it computes where read)
+    d = build(length(xi), lambda j: 0.5 * (xi[j] - ck[j]))
     return ifold(lambda s, j: s + d[j] * d[j], 0.0, length(d)) + d[0] * d[length(d) - 1]
 
 
 @fs.kernel
 def centred_norms(x: Array[Array[Double]], c: Array[Array[Double]]) -> Array[Array[Double]]:
-    """|x[i] - c[k]|² + d[0]·d[-1] through the centred point d, an array of a symbolic size per
-    (i, k)."""
+    """|d|² + d[0]·d[-1] through the halved centred point d = (x[i] - c[k]) / 2, an array of a
+    symbolic size per (i, k)."""
     return build(length(x), lambda i: build(length(c), lambda k: centred_sq(x[i], c[k])))
 
 
 def centred_norms_oracle(x, c):
-    d = x[:, None, :] - c[None, :, :]
+    d = 0.5 * (x[:, None, :] - c[None, :, :])
     return np.sum(d * d, axis=2) + d[:, :, 0] * d[:, :, -1]
 
 

@@ -25,19 +25,20 @@ def product_transposed_oracle(a, b):
 
 @fs.kernel
 def centred_score(xi: Array[Double], ck: Array[Double], wk: Array[Double]) -> Double:
-    xc = build(length(xi), lambda l: xi[l] - ck[l])
+    # two operations an element: fusion keeps the array (one, x - c, it computes where read)
+    xc = build(length(xi), lambda l: 0.5 * (xi[l] - ck[l]))
     return ifold(lambda s, l: s + xc[l] * ifold(lambda t, j: t + wk[j] * xc[j], 0.0, l), 0.0, length(xi))
 
 
 @fs.kernel
 def weighted_scores(x: Array[Array[Double]], c: Array[Array[Double]], w: Array[Array[Double]]) -> Array[Array[Double]]:
-    """GMM's shape: per point i and component k, the centred point x[i] - c[k] (a work-item's
-    intermediate of a symbolic size) and a triangle of component k's weights over it."""
+    """GMM's shape: per point i and component k, the halved centred point (x[i] - c[k]) / 2 (a
+    work-item's intermediate of a symbolic size) and a triangle of component k's weights over it."""
     return build(length(x), lambda i: build(length(c), lambda k: centred_score(x[i], c[k], w[k])))
 
 
 def weighted_scores_oracle(x, c, w):
-    xc = x[:, None, :] - c[None, :, :]  # n × K × d
+    xc = 0.5 * (x[:, None, :] - c[None, :, :])  # n × K × d
     strict = np.tril(np.ones((x.shape[1], x.shape[1])), -1)  # l > j
     inner = np.einsum("kj,nkj,lj->nkl", w, xc, strict)
     return np.sum(xc * inner, axis=2)

@@ -101,6 +101,40 @@ def test_a_producer_read_once_per_element_or_cheap_is_still_fused(kernel, builds
         assert run(kernel, *args).work["exp"] == 9
 
 
+@fs.kernel
+def centred_triangle(x: Array[Double], mu: Array[Double]) -> Double:
+    # GMM's centred point: read at the diagonal and along each row of the triangle
+    xc = build(length(x), lambda i: x[i] - mu[i])
+    return ifold(lambda acc, i: acc + xc[i] * ifold(lambda s, j: s + xc[j], 0.0, i), 0.0, length(x))
+
+
+@fs.kernel
+def centred_3(x: Array[Double], mu: Array[Double]) -> Double:
+    xc = build(3, lambda i: x[i] - mu[i])
+    return xc[0] * xc[1] + xc[2] * xc[0]
+
+
+def test_cheap_elements_read_several_times_are_computed_where_read_unless_in_registers():
+    """A build of cheap elements read at several places is no array at all: each read computes
+    its element, one subtraction where a materialised element costs one read (on a GPU that array
+    would be a work-item's region of global memory).  A small array of a constant size stays: in
+    registers, its reads cost less than the operation again."""
+    assert not nodes(optimized(centred_triangle).body, core.Build)
+    assert len(nodes(optimized(centred_3).body, core.Build)) == 1
+    rng = rng_for("centred_triangle")
+    for n in (0, 1, 7, 40):
+        x, mu = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+        r = run(centred_triangle, x, mu)
+        assert r.scratch == 0 and r.work["sub"] == n + n * (n - 1) // 2  # one a read
+        xc = x - mu
+        oracle = sum(xc[i] * xc[:i].sum() for i in range(n))
+        assert centred_triangle(x, mu) == centred_triangle.reference(x, mu) == r.result
+        np.testing.assert_allclose(r.result, oracle, rtol=1e-12, atol=1e-12)
+    x, mu = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+    assert run(centred_3, x, mu).work["sub"] == 3
+    assert centred_3(x, mu) == centred_3.reference(x, mu)
+
+
 # ----------------------------------------------------------------------------- loop-invariant code motion
 
 def test_the_norm_leaves_the_loop_linear_not_quadratic():

@@ -58,8 +58,9 @@ def test_gmm_runs_the_points_along_the_lanes_at_adbench_sizes(n, d, k, tile):
     work = choice.chosen.cost - LAUNCH["gpu"]
     along_components = min(c.cost for c in choice.candidates if c.lanes == components) - LAUNCH["gpu"]
     # Q_k's triangle read by every lane of a warp (one sector), not 32 rows; with K = 5 no warp
-    # of 32 lanes over 5 components
-    assert along_components > 2 * work
+    # of 32 lanes over 5 components (the centred point, computed where read, reads x's rows
+    # scattered along the points)
+    assert along_components > 1.5 * work
     patterns = {a.what: a.patterns for a in nest.accesses if not a.write}
     assert patterns["icf"] == ("independent", "scattered") and patterns["x"] == ("scattered", "independent")
     assert patterns["alphas"] == ("independent", "consecutive")

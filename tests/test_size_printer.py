@@ -207,11 +207,11 @@ def test_a_kernel_scratch_with_ceiling_division(tmp_path):
 def test_corpus_c_divides_up_with_the_helper(parallel):
     """Ceilings of sizes print as fs_ceildiv_i64, never as a negated floor of a negated quotient
     (the form before it: ``(-fs_floordiv_i64((-n), 2))``)."""
-    from corpus import blas, linalg
+    from corpus import adbench_gmm, blas
 
     from fsmooth.embed import compile_module, exported_kernels
     from fsmooth.options import default_options
 
-    for module in (blas, linalg):
+    for module in (blas, adbench_gmm):
         source = compile_module(exported_kernels(module), default_options(parallel=parallel), module.__name__.split(".")[-1]).source
         assert "fs_ceildiv_i64(" in source and "-fs_floordiv_i64((-" not in source, module.__name__
