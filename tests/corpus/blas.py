@@ -118,11 +118,13 @@ def scal(a: Float, x: Array[Float]) -> Array[Float]:
 
 @fs.kernel
 def gemv(alpha: Float, m: Array[Array[Float]], x: Array[Float], beta: Float, y: Array[Float]) -> Array[Float]:
-    """alpha · m x + beta · y: one work-group per row."""
+    """alpha · m x + beta · y: one work-group per row, which reduces it as ``partial_sums`` does a
+    chunk (1024 sums, 4-wide vectorised)."""
     n = fs.min(length(x), length(m[0]))
-    return fs.build_workgroup(length(m), lambda i: alpha * group_sum(fs.to_local(fs.build_local(
-        128, lambda l: ifold(lambda acc, j: acc + (m[i][j * 128 + l] * x[j * 128 + l] if j * 128 + l < n else f32(0.0)),
-                             f32(0.0), (n + 127) // 128)))) + beta * y[i])
+    return fs.build_workgroup(length(m), lambda i: alpha * group_sum_1024(fs.to_local(fs.vectorize(4, fs.build_local(
+        1024, lambda t: ifold(lambda acc, j: acc + (m[i][j * 1024 + t] * x[j * 1024 + t] if j * 1024 + t < n
+                                                    else f32(0.0)),
+                              f32(0.0), (n + 1023) // 1024))))) + beta * y[i])
 
 
 # ----------------------------------------------------------------------------- numpy oracles
