@@ -12,10 +12,15 @@ literal 4, loads whole vectors.
 So each loop of such a kernel (a ``for``, ``parfor``, double-buffered ``ifold`` or parallel
 reduction at the kernel's top level, or in its branches) whose strides or counts mention one of
 these row lengths gets a second version in which each is its constant, taken where the call's
-rows are exactly that wide:
+rows are exactly that wide and the C compiler's target is one where that pays:
 
-    new tight (tight := d₁ == K₁; if tight then tight := d₂ == K₂ else skip; ...;
+    new tight (tight := FS_ROW_VERSIONS; if tight then tight := d₁ == K₁ else skip; ...;
                ... if tight then L[d₁ := K₁, d₂ := K₂] else L ...)
+
+``FS_ROW_VERSIONS`` (clib/fsmooth_rt.h) is true where the target has AVX-512: with its
+two-source permutes gcc's whole-vector loads of the constant-stride rows win (Hand's skinning,
+gcc 12: 11 % less time), while with AVX2 or SSE2 they lose to its lane-by-lane loads of a
+run-time stride (14 % and 12 % more time); there the version is dead code that gcc drops.
 
 The guess ``d = K`` is the largest constant lower bound of ``d`` among the kernel's size
 constraints, taken only where it is at least 2 (a row read at a constant column past its first: a
