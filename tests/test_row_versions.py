@@ -93,7 +93,7 @@ DRIVER = """
 #include <stdlib.h>
 #include "skin.h"
 int main(int argc, char **argv) {
-    const int B = 5, V = atoi(argv[1]), W = atoi(argv[2]);
+    const int B = 5, V = argc > 2 ? atoi(argv[1]) : 0, W = argc > 2 ? atoi(argv[2]) : 4;
     double *weights = malloc(sizeof(double) * (B * V + 1)), *transforms = malloc(sizeof(double) * B * 3 * W);
     double *points = malloc(sizeof(double) * (V * W + 1)), *out = malloc(sizeof(double) * (V * 3 + 1));
     for (int i = 0; i < B * V; i++) weights[i] = (i % 7) * 0.125;
@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
     void *scratch = malloc(skin_skinned_scratch_bytes(B, V, B, 3, W, V, W) + 1);
     printf("%d\\n", skin_skinned(scratch, out, weights, B, V, transforms, B, 3, W, points, V, W));
     for (int i = 0; i < V * 3; i++) printf("%a\\n", out[i]);
+    free(weights); free(transforms); free(points); free(out); free(scratch);
     return 0;
 }
 """
@@ -109,10 +110,12 @@ int main(int argc, char **argv) {
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="building the C driver needs gcc")
 def test_the_tight_version_built_for_any_target_gives_the_reference_bits(tmp_path):
-    """FS_ROW_VERSIONS forced on, so the tight version runs whatever this machine's CPU."""
+    """FS_ROW_VERSIONS forced on, so the tight version runs whatever this machine's CPU, under the
+    address and undefined-behaviour sanitizers."""
     library("skin", [loop_work.skinned], loop_work.skinned.options, "loop_work.py").write(tmp_path)
     (tmp_path / "main.c").write_text(DRIVER)
-    subprocess.run(["gcc", "-std=c99", "-O2", "-fwrapv", "-DFS_ROW_VERSIONS=true", "-I", str(tmp_path),
+    subprocess.run(["gcc", "-std=c99", "-O1", "-g", "-fwrapv", "-Wall", "-Wextra", "-Werror",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-DFS_ROW_VERSIONS=true", "-I", str(tmp_path),
                     str(tmp_path / "main.c"), str(tmp_path / "skin.c"), "-lm", "-o", str(tmp_path / "main")],
                    check=True)
     for vertices, width in ((0, 4), (37, 4), (37, 5)):
