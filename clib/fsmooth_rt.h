@@ -21,6 +21,20 @@
 #define FS_STATUS_INTEGER_CONVERSION 5
 #define FS_STATUS_INTEGER_OVERFLOW 6
 
+/* Whether a loop's second version for rows exactly as wide as the kernel reads them runs
+ * (fsmooth.dpia.row_versions): where the target has AVX-512's two-source permutes, gcc loads such
+ * rows as whole vectors and shuffles them cheaply; elsewhere its loads of a run-time stride, lane
+ * by lane, are the faster (ADBench's Hand skinning, gcc 12: 11 % less time with AVX-512, 14 % more
+ * with AVX2 and 12 % more with SSE2 in the constant-stride version), and the version is dead code.
+ * A build may decide it: -DFS_ROW_VERSIONS=true (or false). */
+#ifndef FS_ROW_VERSIONS
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define FS_ROW_VERSIONS true
+#else
+#define FS_ROW_VERSIONS false
+#endif
+#endif
+
 /* A region of the malloc and leaky variants; malloc(0) may be NULL, which would read as a failure. */
 static inline void *fs_malloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t)bytes : 1); }
 

@@ -455,6 +455,8 @@ class KernelEmitter:
                 return c_literal(value, s)
             case p.NatExp(value):
                 return self.checked_size(self.rename(value, env), ranges, checks)
+            case p.TargetFlag(macro):
+                return macro
             case p.ScalarOp(op, args) if not isinstance(op, str):  # a foreign function's scalar result
                 return f"{op.c_name}({', '.join(self.argument_texts(op, args, env, ranges, checks))})"
             case p.ScalarOp(op, args):

@@ -210,6 +210,15 @@ class NatExp(Phrase):
 
 
 @dataclass(frozen=True)
+class TargetFlag(Phrase):
+    """A truth value that the C compiler's target decides: a macro of clib/fsmooth_rt.h
+    (``dpia.row_versions``'s ``FS_ROW_VERSIONS``)."""
+
+    macro: str
+    data: Num
+
+
+@dataclass(frozen=True)
 class ScalarOp(Phrase):
     op: object  # a key of fsmooth.prims.PRIMS, or a foreign function (prims.prim)
     args: tuple
@@ -621,6 +630,8 @@ def show(p: Phrase, indent: int = 0) -> str:
             return repr(value)
         case NatExp(value):
             return str(value)
+        case TargetFlag(macro):
+            return macro
         case ScalarOp(op, args):
             prim = prims.prim(op)
             if prim.infix:
@@ -731,7 +742,7 @@ def data_of(p: Phrase) -> Data:
     match p:
         case Ident(_, ExpT(data) | AccT(data)):
             return data
-        case Literal(data=data) | NatExp(data=data) | ScalarOp(data=data) | Shift(data=data):
+        case Literal(data=data) | NatExp(data=data) | TargetFlag(data=data) | ScalarOp(data=data) | Shift(data=data):
             return data
         case AsVector(data=data) | AsScalar(data=data) | Broadcast(data=data) | AllLanes(data=data):
             return data

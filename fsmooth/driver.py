@@ -67,6 +67,7 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     the module of the program's source (``c_module``)."""
     from fsmooth.dpia.codegen_c import generate_c
     from fsmooth.dpia.interchange import interchange_program
+    from fsmooth.dpia.row_versions import row_versions_program
     from fsmooth.dpia.single_trip import single_trip_program
     from fsmooth.dpia.translate import dpia_program
 
@@ -76,7 +77,9 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
                  else forms["dpia"]),
             Pass("single_trip", lambda forms, report: single_trip_program(forms["interchange"]) if options.update_in_place
                  else forms["interchange"]),
-            Pass("c", lambda forms, report: generate_c(forms["single_trip"], module or c_module(forms["core"]), options)))
+            Pass("row_versions", lambda forms, report: row_versions_program(forms["single_trip"]) if options.row_versions
+                 else forms["single_trip"]),
+            Pass("c", lambda forms, report: generate_c(forms["row_versions"], module or c_module(forms["core"]), options)))
 
 
 def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:

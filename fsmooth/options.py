@@ -101,6 +101,7 @@ class Options:
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")
     interchange: bool = _optimisation("C", "a fold nested in builds that reads down columns runs outermost, each element's state in its place (dpia.interchange)")
+    row_versions: bool = _optimisation("C", "a loop that strides or counts by the length of a parameter's rows, which the kernel reads at constant columns below K only, has a second version for rows of exactly K, taken where they are and the target has AVX-512 (FS_ROW_VERSIONS): constant strides and counts, which gcc loads as whole vectors (dpia.row_versions)")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
     check_arena: bool = False  # canaries after the arena, high-water mark, loud overrun

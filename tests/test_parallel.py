@@ -84,7 +84,8 @@ def test_only_the_outermost_loops_run_on_threads():
     inside the fold over the points, or in kernels called there, are not parallel."""
     ba = compile_to_c(adbench_ba.ba_objective.program(), PARALLEL).source
     objective = _body(ba, "adbench_ba_ba_objective")
-    assert objective.count("#pragma omp parallel for num_threads(nthreads) schedule(static)") == 2
+    # (the build over the observations twice: its version for rows of the widths it reads, dpia.row_versions)
+    assert objective.count("#pragma omp parallel for num_threads(nthreads) schedule(static)") == 3
     # its 2- and 3-vectors are C locals (dps.local_arrays), each thread's own: no slice of the
     # scratch per thread, no scratch at all
     assert "omp_get_thread_num()" not in objective
