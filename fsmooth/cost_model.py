@@ -79,9 +79,13 @@ What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, l
 device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
 16 per row, 1.8-3.2 ms with 256, 16-20 ms with a work-item per row; gemv at 4096² takes 5-8.5 ms
 with a work-item per row, 17 ms with a group of 16 or 256 per row.  Later, on the same machine
-(medians of interleaved runs, each beside numpy's 1.2-1.3 ms): gemv at 4096² takes 2.0-2.6 ms
-with a work-item per row whose lanes gather their rows' elements, 1.3-1.4 ms with the row's fold in
-the work-item's own 16-wide vectors (``CPU_GATHER``: about twice a contiguous load per lane).
+at a load average below 1 (medians of interleaved runs, numpy's OpenBLAS spin after its calls
+waited out): gemv at 4096² takes 1.9 ms with a work-item per row whose lanes gather their rows'
+elements, 1.36 ms with the row's fold in the work-item's own 16-wide vectors, numpy 1.26 ms
+(``CPU_GATHER``: the gathering lanes' extra time); at 8192² 11.6 ms gathering, 12.6 ms in own
+vectors, numpy 9.5 ms: there the gather's 16 rows streamed at once outrun one row a core, which
+the model does not price.  A hand-written kernel folding 4 rows a work-item, interleaved in one
+loop of 16-wide vectors, takes 1.18 and 8.7 ms, what a map of reductions could become next.
 """
 from __future__ import annotations
 
