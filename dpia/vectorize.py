@@ -3,10 +3,12 @@ a pass over the OpenCL kernels that ``dpia.hoist_opencl`` planned (``plan_opencl
 the parfors are decided and the buffers hoisted there, so the pass sees what will be printed),
 before ``generate_opencl`` prints them.
 
-A vectorised ``parfor`` of a global or local build of Float or Double becomes a ``VectorParFor``:
-iteration v does the elements w·v .. w·v + w - 1 together, its index standing for the first lane's
-element, and a scalar ``parfor`` does the ``n mod w`` last elements.  Its body is decided command
-by command, by analysis, before anything is rewritten:
+A vectorised ``parfor`` of a global, local or sequential build of Float or Double becomes a
+``VectorParFor``: iteration v does the elements w·v .. w·v + w - 1 together, its index standing
+for the first lane's element, and a scalar ``parfor`` does the ``n mod w`` last elements.  A
+sequential one is a work-item's own vectors (its iterations in order, in one work-item: a row's
+fold w lanes at a time, ``fsmooth.auto_reductions`` on a CPU).  Its body is decided command by
+command, by analysis, before anything is rewritten:
 
 - a private Float or Double scalar becomes a ``num<w>`` (``new`` of a ``Vec``), one lane per element;
 - an assignment runs in lock step when each operand is a vector variable, a lane-wise operation
@@ -143,9 +145,9 @@ class _Walk:
     def _vector_parfor(self, c: p.ParFor, env: dict, ranges) -> p.Phrase:
         strategy = c.strategy
         w = strategy.width
-        if strategy.level not in ("global", "local"):
-            raise CompileError("vectorize needs build_global or build_local (or the default strategy's "
-                               "outermost build)", strategy.loc)
+        if strategy.level not in ("global", "local", "seq"):
+            raise CompileError("vectorize needs build_global, build_local or build_seq (or the default "
+                               "strategy's outermost build)", strategy.loc)
         if not (isinstance(c.elem, p.Num) and c.elem.scalar in VECTOR_SCALARS):
             raise CompileError("vectorize needs a build of Float or Double elements", strategy.loc)
         inner = {**env, c.index: ScalarVariable(c.index)}

@@ -48,6 +48,13 @@ scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a work
 written beside its neighbours' is a scatter).  A reduction whose count is read from data stays
 in the element's body (each lane's trip count would be data too).
 
+On a CPU, where every reduction of a scalar element is of floats and reads its elements at its
+own index (``_contiguous_floats``: gemv's row and ``x``), the work-item per element may fold each
+in vectors of its own (``_in_vectors``, the model's "in w-wide vectors"): lane t of a
+``vectorize(w, build_seq(w, ·))`` folds the elements t, t + w, … of the ``n // w`` whole vectors,
+with no guard, so its reads are vector loads; the w lanes are combined in order, then the last
+``n mod w`` elements one by one, then the init.  A sum is regrouped as in the two-phase reduction.
+
 The element may be a row whose lets are such reductions (or scalars computed from them), softmax's
 ``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
 build(k, λ j. e[j] / s))``: one work-group per row as well, each reduction the group's local
@@ -203,9 +210,20 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
                   if row and isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
     shape = Rows(elements=_literal(build.size), counts=tuple(_constant(count) for _, _, count in folds),
                  row_length=_literal(result.size) if row else None, row_builds=len(row_builds),
-                 elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)))
+                 elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)),
+                 contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds))
     choice = choose_rows(shape, device, tuning.local)
-    E = choice.chosen.local
+    E, width = choice.chosen.local, choice.chosen.width
+    if width > 1:
+        # a work-item per element (the default strategy), its reductions in vectors of its own
+        vectorised = {id(fold): _parallel(fold, red.monoids, replace(tuning, width=width), names, _in_vectors)
+                      for fold, red, _ in folds}
+        described = "; ".join(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}" for _, red, count in folds)
+        fn = replace(build.fn, body=_replace_top_level(build.fn.body, vectorised))
+        return replace(build, fn=fn), (
+            f"the top-level build of {i} is a map of reductions ({described}): a work-item per element, each "
+            f"reduction in {width}-wide vectors of its own (lane t folds the elements t, t + {width}, …; then "
+            f"the lanes, then the last ones one by one) ({choice.explain()})")
     if E is None:
         counts = ", ".join(str(count) for _, _, count in folds)
         what = (f"makes rows of {result.size.value} elements, known when compiling" if row and isinstance(result.size, Lit)
@@ -235,6 +253,38 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
                "rows that exceed the device's local memory) " if intermediates else "")
             + f"(tuning local={tuning.local}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION; {choice.explain()})")
     return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
+
+
+def _contiguous_floats(fold: Ifold, red) -> bool:
+    """Whether a work-item can fold ``fold`` (a reduction ``red``) in vectors of its own: its
+    components are floats (OpenCL's vectors), its body has no loop, and each read in it is at
+    the fold's index plus an amount the fold does not change (lane t's element beside lane
+    t - 1's: one vector load, ``dpia.vectorize``) or does not depend on the index at all (one
+    load for every lane).  In ANF the body is a chain of lets of atoms' operations."""
+    if any(m.ty not in (Float, Double) for m in red.monoids):
+        return False
+    (state, _), (index, _) = fold.fn.params
+    shifted = {index}  # the index plus an amount the fold does not change
+    varying = {index, state}  # what depends on the index or on the state
+    lets, result = core.let_chain(fold.fn.body)
+    for name, rhs in [*((let.name, let.rhs) for let in lets), (None, result)]:
+        uses = core.free_vars(rhs) & varying
+        match rhs:
+            case Get(arr, at):
+                if core.free_vars(arr) & varying or (core.free_vars(at) & varying and not (
+                        isinstance(at, Var) and at.name in shifted)):
+                    return False  # another row a step, or a gather
+            case PrimApp("add", operands):
+                moving = [x for x in operands if core.free_vars(x) & varying]
+                if len(moving) == 1 and isinstance(moving[0], Var) and moving[0].name in shifted and name is not None:
+                    shifted.add(name)
+            case PrimApp() | Var() | Lit() | Proj() | Tuple():
+                pass
+            case _ if uses:
+                return False  # a loop, a branch or a call of the index: lane by lane
+        if uses and name is not None:
+            varying.add(name)
+    return True
 
 
 def _literal(size: core.Expr) -> int | None:
@@ -393,6 +443,30 @@ def _in_group(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReducti
     lanes = Build(_card_lit(E), Lam(((t, Index),), fold, FunT((Index,), m.ty)), ArrayT(m.ty),
                   strategy=Strategy("local", "local"))
     return _combine(m, init, _tree(lanes, m, E, names))
+
+
+def _in_vectors(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+    """``ifold step init n`` by one work-item in vectors of ``w = tuning.width`` lanes: lane t
+    folds the elements t, t + w, … below ``w · (n // w)`` from the identity (no guard: those are
+    all in range, so the lanes read whole vectors), the lanes are combined in order, then the
+    last ``n mod w`` elements one by one, then the init:
+
+        parts = to_private(vectorize(w, build_seq(w, λ t. ifold(λ a q. step(a, q·w + t), e, n // w))))
+        init ⊕ ifold(λ a k. step(a, (n // w)·w + k), ifold(λ s t. s ⊕ parts[t], e, w), n mod w)"""
+    w = tuning.width
+    t, a, q, lanes_name, s, u, b, k = (names.fresh(base) for base in ("t", "acc", "q", "lanes", "s", "t", "acc", "k"))
+    whole = _card("floordiv", n, _card_lit(w))
+    lane_fold = Ifold(Lam(((a, m.ty), (q, Index)), core.App(step, (Var(a, m.ty), _index(
+        "add", _index("mul", Var(q, Index), _index_lit(w)), Var(t, Index))), m.ty), FunT((m.ty, Index), m.ty)),
+        _lit(m.identity, m.ty), whole, m.ty)
+    parts = Build(_card_lit(w), Lam(((t, Index),), lane_fold, FunT((Index,), m.ty)), ArrayT(m.ty),
+                  strategy=Strategy("seq", "private", w))
+    lanes = Ifold(Lam(((s, m.ty), (u, Index)), _combine(m, Var(s, m.ty), Get(Var(lanes_name, ArrayT(m.ty)), Var(u, Index), m.ty)),
+                      FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), _card_lit(w), m.ty)
+    last = _index("add", _index("mul", _to_index(whole), _index_lit(w)), Var(k, Index))
+    rest = Ifold(Lam(((b, m.ty), (k, Index)), core.App(step, (Var(b, m.ty), last), m.ty), FunT((m.ty, Index), m.ty)),
+                 lanes, _card("mod", n, _card_lit(w)), m.ty)
+    return Let(lanes_name, parts, _combine(m, init, rest), m.ty)
 
 
 def _tree(s: core.Expr, m, size: int, names: NameSupply) -> core.Expr:

@@ -27,8 +27,10 @@ A launch of ``W`` work-items whose lanes each take ``s`` steps costs
 - a lane that reads (or writes) its own row, while the lanes beside it read other rows, moves
   more than it uses: on a GPU each lone access costs a 32-byte sector (``SECTOR_BYTES``), so a
   float's read is 8 steps; a CPU core keeps the line in cache until the lane reads the rest of
-  it, so a read is 1 step, but a write of a row is a scatter, one lane at a time
-  (``simd_width`` steps); lanes reading consecutive elements move what they use (1 step).
+  it, so a read is 1 step (``CPU_GATHER`` where a map of reductions is known to read along its
+  rows: its vector's lanes then load their elements one by one), but a write of a row is a
+  scatter, one lane at a time (``simd_width`` steps); lanes reading consecutive elements move
+  what they use (1 step).
 
 A symbolic size is decided when compiling, as the launch's shape is, taken to be
 ``SYMBOLIC_SIZE`` (sizes not known until the call are taken to be large); a constant is itself.
@@ -66,10 +68,24 @@ on its tile): dimension 1 is then the inner loop, which may be short (GMM's K = 
 (an image's columns) the tile stays the one chosen, 32 × 8: its rows share a stencil's pixels
 through the cache, which the model does not price.
 
+On a CPU a map of reductions of scalars whose folds read contiguous elements (gemv's row and
+``x``: ``Rows.contiguous``) has one more candidate: a work-item per element whose reductions run
+in its own vectors of the core's w elements (``simd_width`` floats, half as many doubles;
+``auto_reductions._in_vectors``: lane t folds the elements t, t + w, …, each step one vector
+load of each array read; then the lanes are combined, w steps, and the last ``n mod w`` elements
+added one by one).  Such a work-item takes its vector's w lanes, and nothing is gathered.
+
 What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, loaded machine,
 device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
 16 per row, 1.8-3.2 ms with 256, 16-20 ms with a work-item per row; gemv at 4096² takes 5-8.5 ms
-with a work-item per row, 17 ms with a group of 16 or 256 per row.
+with a work-item per row, 17 ms with a group of 16 or 256 per row.  Later, on the same machine
+at a load average below 1 (medians of interleaved runs, numpy's OpenBLAS spin after its calls
+waited out): gemv at 4096² takes 1.9 ms with a work-item per row whose lanes gather their rows'
+elements, 1.36 ms with the row's fold in the work-item's own 16-wide vectors, numpy 1.26 ms
+(``CPU_GATHER``: the gathering lanes' extra time); at 8192² 11.6 ms gathering, 12.6 ms in own
+vectors, numpy 9.5 ms: there the gather's 16 rows streamed at once outrun one row a core, which
+the model does not price.  A hand-written kernel folding 4 rows a work-item, interleaved in one
+loop of 16-wide vectors, takes 1.18 and 8.7 ms, what a map of reductions could become next.
 """
 from __future__ import annotations
 
@@ -83,6 +99,7 @@ LAUNCH = {"gpu": 1000.0, "cpu": 5000.0}  # lane steps a launch costs
 BARRIER = {"gpu": 4.0, "cpu": 16.0}  # lane steps a barrier costs each lane
 GPU_RESIDENT_LANES = 2048  # work-items a GPU compute unit keeps in flight
 SECTOR_BYTES = 32  # what a GPU lane's lone access moves
+CPU_GATHER = 2.0  # lane steps of a CPU vector lane's read of its own row (module docstring)
 
 
 @dataclass(frozen=True)
@@ -132,10 +149,12 @@ class Candidate:
     strategy: str  # "work-item per element", "work-group per element", "one work-item", "two-phase"
     local: int | None
     cost: float
+    width: int = 1  # a work-item per element's vectors of its reductions (1: none)
 
     def __str__(self) -> str:
         size = f" of {self.local}" if self.local is not None and self.strategy == "work-group per element" else ""
-        return f"{self.strategy}{size} ≈ {self.cost:.3g}"
+        vectors = f" in {self.width}-wide vectors" if self.width > 1 else ""
+        return f"{self.strategy}{size}{vectors} ≈ {self.cost:.3g}"
 
 
 @dataclass(frozen=True)
@@ -170,6 +189,9 @@ class Rows:
     row_length: int | None
     row_builds: int
     elem_bytes: int
+    # every reduction is of floats whose element reads are contiguous in its index (or do not
+    # depend on it): each element reads rows of its own, which a work-item can fold in vectors
+    contiguous: bool = False
 
 
 def _size(n: int | None) -> int:
@@ -215,7 +237,8 @@ def group_sizes(device: DeviceDescription, local: int) -> tuple[int, ...]:
 
 def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     """A map of reductions (``Rows``) as a work-item per element (each folds its reductions
-    alone, reading its own row) or a work-group per element of each size of ``group_sizes`` (its
+    alone, reading its own row; on a CPU, where the reductions read contiguous elements and the
+    element is a scalar, also in vectors of its own) or a work-group per element of each size of ``group_sizes`` (its
     lanes fold strided shares of each reduction, reading consecutive elements, then a tree each;
     a row's builds strided over the lanes, a barrier after each), a size only where at least one
     reduction is that long and the trees fit in local memory."""
@@ -223,9 +246,17 @@ def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     counts = [_size(n) for n in rows.counts]
     k = _size(rows.row_length) if rows.row_builds else 0
     read, write = _own_row(device, rows.elem_bytes, False), _own_row(device, rows.elem_bytes, True)
+    if device.kind == "cpu" and rows.contiguous:
+        read = CPU_GATHER  # the lanes' rows side by side: each vector load a gather
     # a scalar element's write is one per lane, beside its neighbours': 1 step
     per_item = sum(counts) * read + (rows.row_builds * k * write if rows.row_builds else 1)
     candidates = [Candidate("work-item per element", None, _launch(device, m, per_item))]
+    w = device.simd_width * 4 // rows.elem_bytes  # the elements a vector of the core holds
+    if device.kind == "cpu" and rows.contiguous and not rows.row_builds and w > 1:
+        # its own vectors: a vector load a step, the lanes combined, the last n mod w one by one;
+        # a work-item takes the w lanes of its vector
+        per_vector_item = sum(n // w + w + n % w for n in counts) + 1
+        candidates.append(Candidate("work-item per element", None, _launch(device, m * w, per_vector_item), w))
     for E in group_sizes(device, local):
         # a count known when compiling and below E every lane folds alike (auto_reductions._rows)
         folded = [n for n, known in zip(counts, rows.counts) if known is None or known >= E]

@@ -14,8 +14,9 @@ Address spaces of a build's result that is stored (a let-bound intermediate):
 
     to_global(e)   to_local(e)   to_private(e)
 
-Vectorisation (DPIA's asVector/asScalar): ``vectorize(4, build_global(n, f))`` or
-``vectorize(4, build_local(n, f))`` of Float or Double elements runs each work-item over 4
+Vectorisation (DPIA's asVector/asScalar): ``vectorize(4, build_global(n, f))``,
+``vectorize(4, build_local(n, f))`` or ``vectorize(4, build_seq(n, f))`` (one work-item's own
+vectors, the iterations in order) of Float or Double elements runs each work-item over 4
 contiguous elements at once: every private scalar of the body (an ifold's accumulator too) is an
 OpenCL ``float4``, reads and writes of contiguous elements are ``vload4``/``vstore4``, and a
 guard on the element's index runs the branch together where it holds for all 4.  What the

@@ -112,6 +112,18 @@ def gemv_auto(a: Array[Array[Float]], x: Array[Float]) -> Array[Float]:
 
 
 @fs.kernel
+def column_sums(m: Array[Array[Float]]) -> Array[Float]:
+    """A map of reductions reading across the rows: neighbouring elements read neighbours."""
+    return fs.build(length(m[0]), lambda j: ifold(lambda acc, i: acc + m[i][j], f32(0.0), length(m)))
+
+
+@fs.kernel
+def row_index_max(m: Array[Array[Index]]) -> Array[Index]:
+    """A map of reductions of integers: no vectors (OpenCL's are of floats here)."""
+    return fs.build(length(m), lambda i: ifold(lambda acc, j: max(acc, m[i][j]), -1, length(m[0])))
+
+
+@fs.kernel
 def short_rows(m: Array[Array[Double]]) -> Array[Double]:
     """Rows of 3, known when compiling: a work-item per row (the default)."""
     return fs.build(length(m), lambda i: ifold(lambda acc, j: acc + m[i][j], 0.0, 3))

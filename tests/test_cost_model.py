@@ -1,7 +1,8 @@
 """The cost model that chooses the OpenCL strategy of unannotated programs (``fsmooth.cost_model``):
 its choice for (kernel, sizes, device) triples; on the generic GPU the choices the rules made
-before it; on a CPU a work-item per row for gemv and a group of one SIMD vector per row for
-softmax; each executable compiled for its own device; explain's candidates and costs.  The results
+before it; on a CPU a work-item per row for gemv, its fold in 16-wide vectors of its own, and a
+group of one SIMD vector per row for softmax; each executable compiled for its own device;
+explain's candidates and costs.  The results
 of the chosen variants are checked against the reference and numpy in tests/test_opencl_auto.py,
 for both descriptions."""
 from __future__ import annotations
@@ -47,11 +48,14 @@ def test_the_generic_gpu_makes_the_rules_choices():
 
 
 def test_a_cpu_gets_a_work_item_per_row_for_gemv_and_a_vector_group_per_row_for_softmax():
-    """gemv: each work-item streams its row through its cache and writes one scalar; softmax writes
-    a row, which a work-item per row scatters: a group of 16 (one AVX-512 vector) per row."""
+    """gemv: each work-item streams its row through its cache in 16-wide vectors of its own and
+    writes one scalar (with the runtime's vectors across work-items instead, each lane gathers its
+    row: twice the steps); softmax writes a row, which a work-item per row scatters: a group of 16
+    (one AVX-512 vector) per row."""
     gemv = _strategy(auto.gemv_auto, INTEL_CPU)
-    assert "a work-item per element (cost model on Intel CPU" in gemv
-    assert "work-item per element ≈ 1.34e+08 (chosen), work-group per element of 16 ≈ 1.36e+08" in gemv
+    assert "a work-item per element, each reduction in 16-wide vectors of its own" in gemv
+    assert ("work-item per element in 16-wide vectors ≈ 1.35e+08 (chosen), work-group per element of 16 ≈ 1.36e+08"
+            in gemv and "work-item per element ≈ 2.68e+08" in gemv)
     assert _launched(auto.gemv_auto, INTEL_CPU, 500) == [(512, 256)]
     softmax = _strategy(ml.softmax_rows, INTEL_CPU)
     assert "each of its 16 lanes" in softmax and "work-group per element of 16 ≈ 5.42e+08 (chosen)" in softmax
@@ -76,6 +80,26 @@ def test_rows_choices_follow_the_sizes():
     assert choose_fold(10 ** 6, INTEL_CPU, 256, 4, 16, 1024).chosen.strategy == "two-phase"
 
 
+def test_a_cpu_folds_rows_in_vectors_of_its_own_where_they_are_long_and_read_along():
+    """Rows read along their fold's index (``Rows.contiguous``): 16 floats or 8 doubles a vector
+    where the rows are long (4096); rows of 16 stay a work-item's scalars (the lanes' combination
+    would cost as much as the fold); not on a GPU, not for rows that write a row, not where the
+    reads are not along the rows (a column sum: the runtime's lanes then read neighbours)."""
+    def chosen(device, n, elem_bytes=4, contiguous=True, row_builds=0):
+        return choose_rows(Rows(10 ** 5, (n,), 4096 if row_builds else None, row_builds, elem_bytes, contiguous),
+                           device, 256).chosen
+
+    assert (chosen(INTEL_CPU, 4096).strategy, chosen(INTEL_CPU, 4096).width) == ("work-item per element", 16)
+    assert chosen(INTEL_CPU, 4096, elem_bytes=8).width == 8
+    assert chosen(INTEL_CPU, 16).width == 1
+    assert chosen(INTEL_CPU, 4096, row_builds=1).width == 1
+    assert chosen(GENERIC_GPU, 4096).width == 1
+    assert chosen(INTEL_CPU, 4096, contiguous=False).strategy == "work-item per element"
+    for kernel in (auto.column_sums, auto.row_index_max):  # reads across the rows; integers
+        assert "vectors of its own" not in _strategy(kernel, INTEL_CPU)
+    assert "in 16-wide vectors of its own" in _strategy(auto.row_logsumexp, INTEL_CPU)  # max, then + of exp
+
+
 def test_group_sizes_are_the_tuning_on_a_gpu_and_vector_multiples_on_a_cpu():
     assert group_sizes(GENERIC_GPU, 256) == (256,)
     assert group_sizes(INTEL_CPU, 256) == (256, 16, 32, 64, 128)
@@ -90,7 +114,7 @@ def test_an_executable_is_compiled_for_its_device(intel_cpu_context):
     device = describe(intel_cpu_context.devices[0])
     assert device.kind == "cpu" and device.local_memory == "global" and device.simd_width >= 4
     executable = auto.gemv_auto.opencl_executable(intel_cpu_context)
-    assert "a work-item per element (cost model on Intel(R)" in executable.artifact.source
+    assert "a work-item per element, each reduction in" in executable.artifact.source
     rng = np.random.default_rng(3)
     a, x = rng.standard_normal((300, 700)).astype(np.float32), rng.standard_normal(700).astype(np.float32)
     got = executable.call(a, x)
@@ -110,7 +134,7 @@ def test_explain_prints_the_candidates_their_costs_and_the_choice(capsys):
 
 def test_explain_for_the_device_here(capsys, intel_cpu_context):
     """``--opencl-device here``: the strategy for the device fsmooth chooses on this machine (Intel's
-    CPU runtime where it is installed): gemv a work-item per row."""
+    CPU runtime where it is installed): gemv a work-item per row, in vectors of its own."""
     from fsmooth.opencl_device import default_context
 
     if "Intel" not in default_context().devices[0].platform.name:
@@ -118,7 +142,7 @@ def test_explain_for_the_device_here(capsys, intel_cpu_context):
     status = main(["explain", "opencl_auto_kernels:gemv_auto", "--target", "opencl", "--stage", "opencl",
                    "--opencl-device", "here"])
     out, _ = capsys.readouterr()
-    assert status == 0 and "a work-item per element (cost model on Intel(R)" in out
+    assert status == 0 and "a work-item per element, each reduction in" in out and "(cost model on Intel(R)" in out
     assert "work-group per element of 16 ≈" in out
 
 

@@ -430,7 +430,7 @@ ERRORS = [(workgroup_in_local, "illegal nesting: build_workgroup inside build_lo
           (missing_space, "address space is missing"),
           (local_at_top, "to_local outside a work-group"),
           (private_written_in_parallel, "private memory belongs to one work-item"),
-          (vectorised_workgroup, "vectorize needs build_global or build_local"),
+          (vectorised_workgroup, "vectorize needs build_global, build_local or build_seq"),
           (vectorised_integers, "vectorize needs a build of Float or Double elements")]
 
 

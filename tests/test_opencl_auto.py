@@ -260,6 +260,25 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     assert len(re.findall(r"\bm\[", staged)) == 1 and len(re.findall(r"\bm\[", unstaged)) == 2
 
 
+def test_a_cpu_folds_each_row_in_vectors_of_its_own():
+    """gemv on a CPU of 16-wide vectors: per row, n // 16 trips of one vector load of the row and
+    one of x (no guard, no gather: all in range), the 16 lanes combined, then n mod 16 scalar
+    trips; the kernel's width hinted, so that the runtime does not vectorise across work-items;
+    each loop's count computed once, before its loop."""
+    cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 16)
+    source = auto.gemv_auto.with_options(opencl_device=cpu).opencl_artifact().source
+    kernel = source[source.index("__kernel"):]
+    assert kernel.startswith("__kernel __attribute__((vec_type_hint(float16))) void")
+    bulk = re.search(r"const int64_t (\w+) = fs_shift_floor_i64\(x_d0, 4\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; "
+                     r"\2\+\+\) \{\n(.*)\n\s*\}", kernel)
+    assert bulk and bulk.group(3).count("vload16(") == 2 and "[" not in bulk.group(3)
+    rest = re.search(r"const int64_t (\w+) = fs_mask_mod_i64\(x_d0, 15\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; ", kernel)
+    assert rest and kernel.count("vload16(") == 2 and "vstore16(" in kernel
+    # the GPU's source has neither the hint nor the counts before the loops
+    gpu = auto.gemv_auto.opencl_artifact().source
+    assert "vec_type_hint" not in gpu and "fs_trips" not in gpu
+
+
 def test_a_short_fold_known_when_compiling_stays_sequential():
     notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
     assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
@@ -452,15 +471,18 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         assert [launch.kernel for launch in wide.opencl_executable().last_profile] == ["ml_softmax_rows_fallback_k"]
         check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
         # a CPU's choices (fsmooth.cost_model): softmax a group of one 4-wide vector per row, gemv a
-        # work-item per row
+        # work-item per row folding it in 4-wide vectors of its own (rows of 37: 9 vectors and 1,
+        # of 3: no whole vector)
         from fsmooth.cost_model import DeviceDescription
         cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 4)
         softmax = vision.softmax_rows_f32.with_options(opencl_device=cpu)
         assert "each of its 4 lanes" in softmax.with_options(opencl_reduction=OpenCLReduction(local=32)).opencl_artifact().source
         check(softmax, m, local=32)
         gemv = auto.gemv_auto.with_options(opencl_device=cpu)
-        assert "a work-item per element (cost model on a CPU" in gemv.opencl_artifact().source
+        assert "each reduction in 4-wide vectors of its own" in gemv.opencl_artifact().source
         check(gemv, m, rng.standard_normal(37).astype(np.float32))
+        check(gemv, m[:, :3], rng.standard_normal(3).astype(np.float32))
+        check(auto.row_sums.with_options(opencl_device=cpu), rng.standard_normal((2, 13)))  # doubles: 2 a vector
     """, timeout=900)
     assert ok, report
 

@@ -104,3 +104,37 @@ def test_vector_min_and_max_treat_nan_as_the_scalar_code_does(opencl_context):
     expected = clamped.reference(v, w)
     np.testing.assert_array_equal(clamped(v, w), expected)
     np.testing.assert_array_equal(clamped.opencl(v, w, context=opencl_context), expected)
+
+
+@fs.kernel
+def row_norms(m: Array[Array[Float]]) -> Array[Float]:
+    """Each work-item folds its row in 4-wide vectors of its own (a vectorised build_seq): lane t
+    the elements t, t + 4, … of every full vector, guarded; then the lanes, in order."""
+    n = length(m[0])
+    return fs.build_global(length(m), lambda i: lanes_total(fs.to_private(fs.vectorize(4, fs.build_seq(4, lambda t: ifold(
+        lambda acc, q: acc + (m[i][q * 4 + t] * m[i][q * 4 + t] if q * 4 + t < n else blas.f32(0.0)),
+        blas.f32(0.0), (n + 3) // 4))))))
+
+
+@fs.kernel
+def lanes_total(s: Array[Float]) -> Float:
+    return ifold(lambda acc, t: acc + s[t], blas.f32(0.0), 4)
+
+
+def test_a_sequential_build_runs_in_the_vectors_of_its_work_item(monkeypatch, opencl_context):
+    """vectorize(4, build_seq(4, ·)): one vector iteration in the work-item (no id, no stride), its
+    accumulator a float4, its reads vload4 where all 4 lanes are below n (lane by lane in the last
+    vector); the kernel's width hinted to the compiler; the results the reference's, rows of 0, 3
+    (no full vector), 4 and 1001 elements."""
+    loop = next(s for s in phrases_of(planned(row_norms, monkeypatch)) if isinstance(s, p.VectorParFor))
+    assert loop.strategy.level == "seq" and loop.width == 4 and loop.remainder is None
+    source = row_norms.opencl_artifact().source
+    assert "__kernel __attribute__((vec_type_hint(float4))) void" in source
+    assert "for (int64_t v = 0; v < 4 / 4; v += 1) {" in source and "float4 acc;" in source
+    assert source.count("vload4(") == 1  # m's lanes, read once for both operands
+    rng = np.random.default_rng(5)
+    for cols in (0, 3, 4, 1001):
+        m = rng.standard_normal((5, cols)).astype(np.float32)
+        got = row_norms.opencl(m, context=opencl_context)
+        np.testing.assert_allclose(got, row_norms.reference(m), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, (m.astype(np.float64) ** 2).sum(axis=1), rtol=1e-5, atol=1e-5)
