@@ -627,6 +627,8 @@ class KernelEmitter:
         ``if (0 < n)`` unless the ranges prove n ≥ 1."""
         count: list = []
         bound = strip_parentheses(self.checked_size(n, ranges, count))
+        before, bound = self.loop_count(bound)
+        count += before
         i = self.namer.fresh(index)
         inner_ranges = ranges.inside(index_symbol(i), n - 1)
         running: dict = {}
@@ -664,6 +666,11 @@ class KernelEmitter:
         if (hoisted or remainders) and not positive(n, ranges):
             return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
         return count + hoisted + loop
+
+    def loop_count(self, bound: str) -> tuple[list[str], str]:
+        """The lines before a loop and what its condition compares with: here the count itself
+        (a back end may compute it into a variable first)."""
+        return [], bound
 
     def remainder_starts(self, r: RunningRemainder, ranges: Ranges) -> list[str]:
         """The declarations of a running remainder and its step before its loop (``ranges``):
