@@ -132,8 +132,8 @@ def _read_site(e: Expr, name: str, lambdas: tuple) -> tuple[tuple, Expr] | None:
     return None
 
 
-def _read_once(name: str, body: Expr) -> bool:
-    """``name`` occurs once in ``body`` (binders are unique), as the array of a read ``x[i]``:
+def _uses(name: str, body: Expr) -> tuple[int, int]:
+    """The occurrences of ``name`` in ``body`` and how many are the array of a read ``x[i]``:
     counted in one walk, without a table per sub-term."""
     occurrences = reads = 0
     for node in walk(body):
@@ -142,7 +142,12 @@ def _read_once(name: str, body: Expr) -> bool:
                 occurrences += 1
             case Get(Var(arr)) if arr == name:
                 reads += 1
-    return occurrences == 1 and reads == 1
+    return occurrences, reads
+
+
+def _read_once(name: str, body: Expr) -> bool:
+    """``name`` occurs once in ``body`` (binders are unique), as the array of a read ``x[i]``."""
+    return _uses(name, body) == (1, 1)
 
 
 # what dps.local_arrays keeps in registers, as fsmooth ships it (its tests vary that module's)
@@ -159,13 +164,7 @@ def _register_sized(build: Build) -> bool:
 
 def _only_read(name: str, body: Expr) -> bool:
     """Every occurrence of ``name`` in ``body`` is the array of a read ``x[i]``."""
-    occurrences = reads = 0
-    for node in walk(body):
-        match node:
-            case Var(other) if other == name:
-                occurrences += 1
-            case Get(Var(arr)) if arr == name:
-                reads += 1
+    occurrences, reads = _uses(name, body)
     return occurrences == reads
 
 
