@@ -23,7 +23,7 @@ lane k of a vector (``Idx(AsScalar(x), k)``) as ``x.sk``; ``Lane(k, P)`` as P in
 the index shifted by k; ``AllLanes(c)`` as c of every lane joined by ``&&``.
 
 On a CPU device a sequential loop's count, where it is an expression, is computed once into a
-variable before the loop (``_OpenCLEmitter.loop``).
+variable before the loop (``_OpenCLEmitter.loop_count``).
 
 A kernel of a single work-group may end with sequential commands (``Phase.tail``): after a barrier,
 work-item 0 runs them, unless the body failed a check.
@@ -73,6 +73,7 @@ from fsmooth.types import C_TYPE, ArrayT, Bool, Card, Double, Float, Index, Scal
 
 from . import phrases as p
 from . import index_paths as paths
+from .codegen_c import size_divisors
 from .emit import STATUS_INTEGER_OVERFLOW, FailureExit, KernelEmitter, c_type, exported_name, indent, strip_parentheses
 from .index_paths import Alias, BufferVariable, ScalarVariable, index_symbol
 from .hoist_opencl import MAX_LOCAL, KernelPlan, Phase, nest_dimension, plan_kernels
@@ -111,9 +112,7 @@ def _where_computed(e: sympy.Expr) -> sympy.Expr:
     divisor that is nonzero where the division runs (a group count where the group has work, a
     divisor tested first), so on the host, which tests every call, a zero divisor marks a
     computation that does not happen; inner divisors are tested first."""
-    divisors = {x.base for x in sympy.preorder_traversal(e) if isinstance(x, sympy.Pow) and x.exp.is_negative}
-    divisors |= {x.args[1] for x in sympy.preorder_traversal(e) if isinstance(x, sympy.Mod)}
-    divisors = sorted((d for d in divisors if not d.is_number), key=sympy.count_ops)
+    divisors = sorted(set(size_divisors(e)), key=sympy.count_ops)
     if not divisors:
         return e
     return sympy.Piecewise(*((0, sympy.Eq(d, 0)) for d in divisors), (e, True))
@@ -176,9 +175,6 @@ class _StatusExit(FailureExit):
     def record(self, code) -> str:
         """The status only, no jump."""
         return f"atomic_cmpxchg({_STATUS_PARAM} + {self.slot}, 0, {code});"
-
-
-# the head of a sequential loop as KernelEmitter.loop writes it: its index and its count
 
 
 def _vector_hint(phase: Phase) -> str:
@@ -378,7 +374,6 @@ class _OpenCLEmitter(KernelEmitter):
         body = self.before_the_body(self.comm(phase.body, env, ranges))
         if self.exit.used:
             body += [f"{self.exit.label}: ;"]  # a failed check still takes its ticket
-        self.fitting_before_the_body = {}
         self.one_group = True
         try:
             last = self._with_scoped_exit(lambda: self.comm(phase.last.body, env, ranges))
