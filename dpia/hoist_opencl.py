@@ -174,7 +174,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
                     # the buffer's value under its name, which the sizes then name
                     bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
                 else:
-                    bodies[j] = _substitute(bodies[j], new.name, acc, exp)
+                    bodies[j] = p.substitute_variable(bodies[j], new.name, acc, exp)
     phases, notes = [], []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
@@ -314,7 +314,7 @@ def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
         del buffers[name]
         flat = p.Arr(buf.count, p.Num(buf.elem))  # the same flat array as the buffer replaced (_views)
         acc, exp = p.Ident(match, p.AccT(flat)), p.Ident(match, p.ExpT(flat))
-        second = tuple(None if c is None else _substitute(c, name, acc, exp) for c in second)
+        second = tuple(None if c is None else p.substitute_variable(c, name, acc, exp) for c in second)
     return second
 
 
@@ -487,15 +487,6 @@ def _contiguous_regions(c: p.Phrase) -> set:
     return found
 
 
-def _substitute(c: p.Phrase, name: str, acc: p.Phrase, exp: p.Phrase) -> p.Phrase:
-    match c:
-        case p.Ident(n, p.AccT()) if n == name:
-            return acc
-        case p.Ident(n, p.ExpT()) if n == name:
-            return exp
-    return p.map_children(lambda ph: _substitute(ph, name, acc, exp), c)
-
-
 def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes,
            contiguous: set, dimensions: tuple | None = None) -> p.Phrase:
     match c:
@@ -524,8 +515,8 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
                 # NDRange dimension 0 runs over neighbours, then read neighbouring scalars in one
                 # access, where copies side by side cost a memory transaction per work-item
-                return _substitute(inner, name, *_views(buf, data, linear, copies))
-            return _substitute(inner, name, *_views(buf, data, linear * p.elements(data)))
+                return p.substitute_variable(inner, name, *_views(buf, data, linear, copies))
+            return p.substitute_variable(inner, name, *_views(buf, data, linear * p.elements(data)))
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
             return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous, dimensions))
@@ -536,7 +527,7 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 data = array.type.data
                 buf = _buffer(names, array.name, role, data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
-                c = _substitute(c, array.name, *_views(buf, data, sympy.Integer(0)))
+                c = p.substitute_variable(c, array.name, *_views(buf, data, sympy.Integer(0)))
     return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous, dimensions), c)
 
 

@@ -599,6 +599,16 @@ def free_identifiers(c: Phrase) -> set:
     return names
 
 
+def substitute_variable(c: Phrase, name: str, acc: Phrase, exp: Phrase) -> Phrase:
+    """``c`` with the variable ``name`` written as ``acc`` and read as ``exp``."""
+    match c:
+        case Ident(n, AccT()) if n == name:
+            return acc
+        case Ident(n, ExpT()) if n == name:
+            return exp
+    return map_children(lambda ph: substitute_variable(ph, name, acc, exp), c)
+
+
 def seq(*cmds: Phrase) -> Phrase:
     flat: list = []
     for c in cmds:

@@ -43,7 +43,8 @@ def single_trip(c: p.Phrase) -> p.Phrase:
             return p.New(index, p.Num(Index), p.seq(
                 p.Assign(p.Ident(index, p.AccT(p.Num(Index))), at),
                 p.IfCmd(test("le", p.Literal(0, p.Num(Index)), k),
-                        p.IfCmd(test("lt", k, p.NatExp(size, p.Num(Index))), _substitute(then, out, element), p.Skip()),
+                        p.IfCmd(test("lt", k, p.NatExp(size, p.Num(Index))),
+                                p.substitute_variable(then, out, element, as_exp(element)), p.Skip()),
                         p.Skip())))
     return c
 
@@ -51,21 +52,6 @@ def single_trip(c: p.Phrase) -> p.Phrase:
 def _other(a: p.Phrase, b: p.Phrase, index: str) -> p.Phrase | None:
     """Of ``a == b``, the side that is not the loop variable ``index``, if it does not read it."""
     for this, that in ((a, b), (b, a)):
-        if isinstance(this, p.Ident) and this.name == index and not _mentions(that, index):
+        if isinstance(this, p.Ident) and this.name == index and index not in p.free_identifiers(that):
             return that
     return None
-
-
-def _mentions(ph: p.Phrase, name: str) -> bool:
-    return any(isinstance(u, p.Ident) and u.name == name
-               or isinstance(u, p.NatExp) and name in {s.name for s in u.value.free_symbols} for u in p.walk(ph))
-
-
-def _substitute(c: p.Phrase, out: str, element: p.Phrase) -> p.Phrase:
-    """``c`` with the element acceptor ``out`` (written, or read back) replaced by ``element``."""
-    match c:
-        case p.Ident(name, p.AccT()) if name == out:
-            return element
-        case p.Ident(name, p.ExpT()) if name == out:
-            return as_exp(element)
-    return p.map_children(lambda child: _substitute(child, out, element), c)
