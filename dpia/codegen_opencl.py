@@ -424,6 +424,8 @@ class _OpenCLEmitter(KernelEmitter):
                 return self._vector_parfor(c, env, ranges)
             case p.GroupScan():
                 return emit_group_scan(self, c, env, ranges)
+            case p.StagedRows():
+                return self._staged_rows(c, env, ranges)
             case p.CallCmd(fn) if not isinstance(fn, str):  # a foreign function (KernelEmitter's)
                 return super().comm(c, env, ranges)
             case p.New(name, p.Vec(scalar, w), body):
@@ -519,6 +521,28 @@ class _OpenCLEmitter(KernelEmitter):
             step = self._group_size(self._dimension(level)) or step
         head = f"for (int64_t {i} = {start}{first}; {i} < {bound}; {i} += {step}) {{"
         return [head] + indent(lines) + ["}"]
+
+    def _staged_rows(self, c: p.StagedRows, env: dict, ranges) -> list[str]:
+        """The copy of each work-item's row into the tile, by its group's work-items along
+        dimension 1, and the barrier after it, outside every loop (``dpia.stage_tiles``), then the
+        nest."""
+        lane, row, column = (self.namer.fresh(name) for name in (c.lane, "row", "column"))
+        rows = p.data_of(c.source)
+        length = rows.elem.size
+        n, d = self.rename(rows.size, env), self.rename(length, env)
+        inside = ranges.inside(index_symbol(lane), c.lanes - 1)
+        copying = inside.inside(index_symbol(row), n - 1).inside(index_symbol(column), d - 1)
+        scalars = {**env, c.lane: ScalarVariable(lane), row: ScalarVariable(row), column: ScalarVariable(column)}
+        at = lambda name, size: p.Ident(name, p.ExpT(p.IdxT(size)))  # noqa: E731
+        copy = p.Assign(p.Idx(c.tile, at(column, length), rows.elem.elem, length),
+                        p.Idx(p.Idx(c.source, at(row, rows.size), rows.elem, rows.size), at(column, length),
+                              rows.elem.elem, length))
+        head = (f"for (int64_t {column} = get_local_id(1); {column} < {strip_parentheses(self.cint(d, ranges))}; "
+                f"{column} += get_local_size(1)) {{")
+        return ([f"const int64_t {lane} = get_local_id(0);", f"const int64_t {row} = get_global_id(0);",
+                 f"if ({row} < {strip_parentheses(self.cint(n, ranges))}) {{", *indent([head]),
+                 *indent(indent(self.comm(copy, scalars, copying))), "    }", "}", "barrier(CLK_LOCAL_MEM_FENCE);"]
+                + self.comm(c.body, {**env, c.lane: ScalarVariable(lane)}, inside))
 
     def _first_and_step(self, level: str) -> tuple[str, str]:
         """The first iteration and the stride of a work-item's loop at ``level``: its id and the

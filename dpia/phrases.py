@@ -519,6 +519,23 @@ class GroupScan(Phrase):
     window: tuple = ()  # acc[k.num] local arrays of the look-back
 
 
+@dataclass(frozen=True)
+class StagedRows(Phrase):
+    """OpenCL: a launch of a nest of global loops whose loop along NDRange dimension 0 runs one
+    trip per work-item (``dpia.stage_tiles``).  Each work-item's row ``source[r]``, r its global
+    id along dimension 0 (where below the rows of ``source``), is copied into the local array
+    ``tile`` by the work-items of its group along dimension 1, transposed: element c at
+    c · ``lanes`` + its local id, so that a warp reading one column of its rows reads neighbours.
+    Then a barrier, then ``body``, which reads the rows there through ``lane``, the work-item's
+    local id along dimension 0."""
+
+    source: Phrase  # exp[n.d.num]: an input
+    tile: Phrase  # acc[(lanes · d).num]: a local buffer
+    lanes: int  # the work-group's size along dimension 0
+    lane: str
+    body: Phrase  # comm
+
+
 # ----------------------------------------------------------------------------- vectors
 
 
@@ -719,6 +736,9 @@ def show(p: Phrase, indent: int = 0) -> str:
                     f"{nl}{'exclusive ' if g.exclusive else ''}{'checked ' if g.checked else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
                     f"{show(g.write, indent + 2)})"
                     f"{nl}total (λ {g.group} {g.state}.{nl}  {show(g.total, indent + 2)})")
+        case StagedRows(source, tile, lanes, lane, body):
+            return (f"stage the rows of {_atomic(source, indent)} in {_atomic(tile, indent)}, transposed by {lanes} "
+                    f"(λ {lane}.{nl}{show(body, indent + 1)})")
         case AsVector(width, at):
             return f"asVector {width} {_atomic(at, indent)}"
         case AsScalar(vector):
@@ -826,7 +846,7 @@ def verify(program: ImperativeProgram) -> None:
             _check_scope(phrase, scope, program, k.name)
 
 
-def _bound(ph: Phrase) -> set:
+def binds(ph: Phrase) -> set:
     """The identifiers ``ph`` binds in the phrases inside it."""
     match ph:
         case Let(name) | Bind(name) | New(name) | Alloc(name):
@@ -845,6 +865,8 @@ def _bound(ph: Phrase) -> set:
             return {group, index, state, item} | {x.name for x in (*tiles, *sums, words, *window) if isinstance(x, Ident)}
         case DoubleBuffer(index=index, state=state, out=out):
             return {index, state, out}
+        case StagedRows(lane=lane):
+            return {lane}
     return set()
 
 
@@ -854,6 +876,6 @@ def _check_scope(ph: Phrase, scope: frozenset, program: ImperativeProgram, kerne
             raise IRError(f"kernel {kernel}: identifier '{name}' is not in scope")
         case CallExp(fn) | CallCmd(fn) if isinstance(fn, str) and fn not in program.kernels:
             raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
-    inner = scope | _bound(ph)
+    inner = scope | binds(ph)
     for child in children(ph):
         _check_scope(child, inner, program, kernel)

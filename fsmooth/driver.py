@@ -5,7 +5,7 @@
             ─▶ dpia ─▶ interchange ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
             ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
-            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ stage_rows ─▶ vectorize ─▶ opencl
+            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ stage_rows ─▶ stage_tiles ─▶ vectorize ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
 (``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
@@ -88,6 +88,7 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     vectorised, then printed."""
     from fsmooth.dpia.codegen_opencl import generate_opencl, plan_opencl
     from fsmooth.dpia.stage_rows import stage_rows
+    from fsmooth.dpia.stage_tiles import stage_tiles
 
     from .cost_model import GENERIC_GPU
     from fsmooth.dpia.translate_strategies import strategy_program
@@ -101,7 +102,9 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
                                                                   options.opencl_device or GENERIC_GPU)),
             Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
                  if options.stage_rows else forms["plan_opencl"]),
-            Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_rows"])),
+            Pass("stage_tiles", lambda forms, report: stage_tiles(forms["stage_rows"], options.opencl_device or GENERIC_GPU)
+                 if options.stage_tiles else forms["stage_rows"]),
+            Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_tiles"])),
             Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
                                                                  forms["auto_reductions"].notes)))
 

@@ -97,6 +97,7 @@ class Options:
     auto_reductions: bool = _optimisation("OpenCL", "a program without strategy annotations runs each reduction (an ifold acc ⊕ f(i), once per call) as a two-phase parallel reduction over work-groups, not on one work-item")
     single_pass_scan: bool = _optimisation("OpenCL", "a scan (float, or without overflow checks), and a filter where single_pass_filter says so, is one launch that reads its input once (decoupled look-back), not three phases that read it twice; needs cl_khr_int64_base_atomics, and a device without it gets the three phases")
     stage_rows: bool = _optimisation("OpenCL", "a row that a work-group reads in several of its loops, each work-item the same elements, is read from global memory once, into local memory (dpia.stage_rows); a per-group scratch row whose last reader writes the output row is kept there")
+    stage_tiles: bool = _optimisation("OpenCL", "the rows of an input that the work-items of a nest of global loops walk in a loop, one row each along NDRange dimension 0, are copied once into local memory, transposed, so that a warp reads neighbours (dpia.stage_tiles)")
     # code generation
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")

@@ -42,3 +42,15 @@ def weighted_scores_oracle(x, c, w):
     strict = np.tril(np.ones((x.shape[1], x.shape[1])), -1)  # l > j
     inner = np.einsum("kj,nkj,lj->nkl", w, xc, strict)
     return np.sum(xc * inner, axis=2)
+
+
+@fs.kernel
+def squared_distances(x: Array[Array[Double]], c: Array[Array[Double]]) -> Array[Array[Double]]:
+    """|x[i] - c[k]|² for every point i and centre k: each work-item walks its point's row, which
+    the work-group's other centres walk too (``dpia.stage_tiles``)."""
+    return build(length(x), lambda i: build(length(c), lambda k: ifold(
+        lambda acc, j: acc + (x[i][j] - c[k][j]) * (x[i][j] - c[k][j]), 0.0, length(c[k]))))
+
+
+def squared_distances_oracle(x, c):
+    return np.sum((x[:, None, :] - c[None, :, :]) ** 2, axis=2)

@@ -33,7 +33,7 @@ def test_list_passes_of_the_opencl_path(capsys):
     _, out, _ = run(capsys, F, "--list-passes", "--target", "opencl")
     names = out.split()
     assert names[:3] == ["core", "anf", "inline_every_call"]
-    assert names[-5:] == ["dpia_strategies", "plan_opencl", "stage_rows", "vectorize", "opencl"] and "c" not in names
+    assert names[-6:] == ["dpia_strategies", "plan_opencl", "stage_rows", "stage_tiles", "vectorize", "opencl"] and "c" not in names
 
 
 def test_a_no_flag_for_every_optimisation_field_and_no_other(capsys):
@@ -43,7 +43,7 @@ def test_a_no_flag_for_every_optimisation_field_and_no_other(capsys):
     assert set(optimisations()) == {"fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce",
                                     "licm", "guards_to_bounds", "merge_allocs", "hoist_allocs", "hoist_checks",
                                     "reduce_strength", "interchange", "row_versions", "map_fission", "auto_reductions",
-                                    "single_pass_scan", "stage_rows", "update_in_place"}
+                                    "single_pass_scan", "stage_rows", "stage_tiles", "update_in_place"}
     for name in optimisations():
         assert f"--no-{name.replace('_', '-')}" in out
     assert "--no-parallel" not in out and "--no-check-arena" not in out and "--no-verify" not in out

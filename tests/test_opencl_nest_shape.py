@@ -77,12 +77,15 @@ def test_gmm_launch_runs_the_points_on_dimension_0_and_says_why():
                             icf_d1=d * (d + 1) // 2)
 
     # q_diagonals (K × d, d along the lanes, 32 × 8 as before), then the scores: the points along
-    # the lanes; K = 5 or 25 components a row each of 256 × 1 tiles, 200 in 8-row tiles of 32 × 8
-    assert gmm_launches(10_000, 2, 5) == [((32, 8), (32, 8)), ((10_240, 5), (256, 1))]
-    assert gmm_launches(10_000, 10, 25)[1] == ((10_240, 25), (256, 1))
-    assert gmm_launches(10_000, 64, 200)[1] == ((10_016, 200), (32, 8))
-    scores = artifact.source.split("_3_k(", 1)[1].split("__kernel", 1)[0]
-    assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
+    # the lanes, their rows staged in local memory, 32 a work-group of 32 × 8 (dpia.stage_tiles);
+    # its fallback, where they exceed local memory, as the cost model shapes it: K = 5 or 25
+    # components a row each of 256 × 1 tiles, 200 in 8-row tiles of 32 × 8
+    assert gmm_launches(10_000, 2, 5) == [((32, 8), (32, 8)), ((10_016, 8), (32, 8)), ((10_240, 5), (256, 1))]
+    assert gmm_launches(10_000, 10, 25)[1:] == [((10_016, 32), (32, 8)), ((10_240, 25), (256, 1))]
+    assert gmm_launches(10_000, 64, 200)[1:] == [((10_016, 200), (32, 8))] * 2
+    for kernel in ("_3_k(", "_3_fallback_k("):
+        scores = artifact.source.split(kernel, 1)[1].split("__kernel", 1)[0]
+        assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
     # what `fsmooth explain --stage opencl` prints first: the candidates, their costs, the choice
     note = next(line for line in strategy_comment(artifact.source).splitlines() if "over i_1_1, k_2" in line)
     assert ("runs i_1_1 along the lanes (NDRange dimension 0), in work-groups of the least padded for the "
@@ -146,6 +149,32 @@ def test_a_work_items_intermediate_follows_the_lanes(intel_cpu_context):
         assert_close(got, nk.weighted_scores_oracle(x, c, w), rtol=1e-12, atol=1e-12)
 
 
+def test_the_rows_a_nest_walks_are_read_once_into_local_memory_transposed(intel_cpu_context):
+    """dpia.stage_tiles: each work-item's row of c, which its loop over j walks, is copied once into
+    its work-group's tile (c read once, outside every loop, before a barrier), element j of lane l
+    at 32·j + l, where a warp's reads of column j are neighbours; the fallback, run where 32 rows
+    exceed the device's local memory, reads c in the loop as before."""
+    artifact = _trace(nk.squared_distances).last("opencl")
+    staged, fallback = (artifact.source.split(f"squared_distances_{name}(", 1)[1].split("__kernel", 1)[0]
+                        for name in ("k", "fallback_k"))
+    assert staged.count("c[") == 1 and "tile_c_buf_1[(lane + (32 * j))]" in staged
+    assert staged.index("c[") < staged.index("barrier(CLK_LOCAL_MEM_FENCE)") < staged.index("for (int64_t i")
+    assert "c[(j + (c_d1 * k))]" in fallback and "tile_" not in fallback and "barrier" not in fallback
+    launch, backup = artifact.launches
+    assert launch.local_size == (32, 8) and backup.fallback and not launch.fallback
+    assert str(artifact.buffers["tile_c_buf"].count) == "32*c_d1" and artifact.buffers["tile_c_buf"].role == "local"
+    executable = OpenCLExecutable(artifact, intel_cpu_context, nk.squared_distances.program().main.params)
+    rows_fitting = intel_cpu_context.devices[0].local_mem_size // (32 * 8)
+    rng = np.random.default_rng(8)
+    for n, k, d in ((0, 3, 2), (1, 1, 1), (37, 5, 3), (9, 70, 4), (3, 33, 0), (2, 3, rows_fitting + 1)):
+        x, c = rng.standard_normal((n, d)), rng.standard_normal((k, d))
+        got = executable.call(x, c)
+        ran = [p.kernel for p in executable.last_profile]
+        assert ran == ([(backup if d > rows_fitting else launch).kernel] if n * k else [])  # none for no result
+        assert_close(got, np.asarray(nk.squared_distances.reference(x, c)).reshape(n, k), rtol=1e-12, atol=1e-12)
+        assert_close(got, nk.squared_distances_oracle(x, c), rtol=1e-12, atol=1e-12)
+
+
 def test_oclgrind_finds_no_race_or_bad_access():
     ok, report = run_under_oclgrind("""
         import numpy as np
@@ -158,5 +187,9 @@ def test_oclgrind_finds_no_race_or_bad_access():
         a, b = rng.standard_normal((9, 40)), rng.standard_normal((9, 40))
         got = nk.product_transposed.with_options(opencl_device=GENERIC_GPU).opencl(a, b)
         assert np.array_equal(got, nk.product_transposed_oracle(a, b))
+        # staged rows (dpia.stage_tiles): 40 centres, the second group's last 24 lanes past the end
+        x, c = rng.standard_normal((37, 3)), rng.standard_normal((40, 3))
+        got = nk.squared_distances.with_options(opencl_device=GENERIC_GPU).opencl(x, c)
+        assert np.allclose(got, nk.squared_distances_oracle(x, c), rtol=1e-12, atol=1e-12)
     """)
     assert ok, report
