@@ -284,8 +284,9 @@ def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
             and _workgroup_launch(single) and _single_group(single) and not single.fallback):
         return None
     second = p.seq(single.body, single.tail if single.tail is not None else p.Skip())
-    handed = {name for name in free_identifiers(second) if _writes_to(groups.body, name)}
-    if not handed or any(buffers.get(name) is None or buffers[name].role != "temp" or _writes_to(second, name)
+    # a buffer's name: a variable of both bodies is each one's own (a let of a size, bound in each)
+    handed = {name for name in free_identifiers(second) if name in buffers and _writes_to(groups.body, name)}
+    if not handed or any(buffers[name].role != "temp" or _writes_to(second, name)
                          or buffers[name].elem not in (Float, Double, Index, Card) for name in handed):
         return None  # an output, a buffer both write, or of Bools (no atomics on bytes): no partials
     return frozenset(handed)

@@ -362,6 +362,17 @@ def test_a_two_phase_reduction_is_one_launch(kernel, intel_cpu_context):
         assert np.isclose(got, oracle(*args), rtol=1e-4, atol=1e-3)
 
 
+def test_a_reduction_is_one_launch_where_both_phases_bind_a_size_of_their_own():
+    """GMM's Wishart prior in the whole objective: the groups' phase and the combination's tail
+    each bind length(icf) as a variable of their own, which is no handover between them: one
+    launch still, not the groups then a launch of one group."""
+    from corpus import adbench_gmm
+
+    launches = [launch for launch in adbench_gmm.gmm_full_objective.opencl_artifact().launches if not launch.fallback]
+    assert len(launches) == 9
+    assert not any(str(launch.global_size[0]) == "256" for launch in launches)  # no launch of one group of 256
+
+
 def test_a_failed_check_in_one_group_fails_the_call_and_leaves_the_counter_at_zero(intel_cpu_context):
     """An index out of range in one group of a one-launch reduction: the last group combines
     nothing (the status says a check failed), the call raises, and the counter is back at 0: the
