@@ -7,7 +7,7 @@ d(d + 1)/2 times.  Along a warp those reads are d scalars apart, a memory transa
 the work-group's other components read the same rows again.  Copied once into local memory,
 transposed (element c of lane l's row at c · 32 + l), a warp's read of one column is 32
 neighbouring scalars.  Measured on an H200 (float64, n = 10,000): the nest's launch at d = 64,
-K = 200 went from 18.4 to 3.9 ms, at d = 20, K = 50 from 0.20 to 0.13 ms.
+K = 200 went from 18.4 to 3.3 ms, at d = 20, K = 50 from 0.23 to 0.11 ms.
 
 Where.  A phase that is a nest of global loops, on a device whose local memory is a scratchpad,
 whose loop along dimension 0 (index i) reads rows ``source[i][c]`` of an input's rows of scalars
