@@ -56,6 +56,7 @@ from fsmooth.cost_model import GENERIC_GPU, DeviceDescription, Nest, choose_nest
 from fsmooth.errors import CompileError
 from fsmooth.names import NameSupply
 from fsmooth.opencl_artifact import STATUS_ELEM
+from fsmooth.shape.sizes import same_size
 from fsmooth.types import Card, Double, Float, Index, Scalar
 
 from . import phrases as p
@@ -246,7 +247,7 @@ def _single_group(phase: Phase) -> bool:
     """Whether ``phase`` runs as one work-group (the second phase of a reduction), so that a
     barrier can order commands after its body without another launch."""
     return (not phase.sequential and phase.local_size is not None
-            and sympy.simplify(phase.global_size[0] - phase.local_size[0]) == 0)
+            and same_size(sympy.sympify(phase.global_size[0]), sympy.sympify(phase.local_size[0])))
 
 
 def _one_launch(phases: list, buffers: dict, names: NameSupply) -> list:

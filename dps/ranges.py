@@ -343,7 +343,11 @@ def min_max(kind: type, args) -> sympy.Expr:
     it leaves) and each pair's difference takes both signs (``signs_taken``), so that sympy, which
     compares every pair with assumption queries each time it builds one (``substitute`` rebuilds
     many), proves neither the larger."""
-    args = tuple(dict.fromkeys(map(sympy.sympify, args)))
+    return _min_max(kind, tuple(dict.fromkeys(map(sympy.sympify, args))))
+
+
+@lru_cache(maxsize=4096)
+def _min_max(kind: type, args: tuple) -> sympy.Expr:
     if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and all(
             signs_taken(x - y) == (True, True) for k, x in enumerate(args) for y in args[k + 1:]):
         return kind(*args, evaluate=False)
