@@ -54,6 +54,9 @@ in vectors of its own (``_in_vectors``, the model's "in w-wide vectors"): lane t
 ``vectorize(w, build_seq(w, ·))`` folds the elements t, t + w, … of the ``n // w`` whole vectors,
 with no guard, so its reads are vector loads; the w lanes are combined in order, then the last
 ``n mod w`` elements one by one, then the init.  A sum is regrouped as in the two-phase reduction.
+Where those folds also read what every element shares (gemv's ``x``: ``_reads``), the model may
+give a work-item several elements (``cost_model.JAM``): the build then asks for that jam
+(``Strategy.jam``, set after the optimiser: ``_jammed``), which ``dpia.unroll_jam`` makes.
 
 The element may be a row whose lets are such reductions (or scalars computed from them), softmax's
 ``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
@@ -120,12 +123,14 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     names = core.name_supply(entry)
     tuning = options.opencl_reduction
     device = options.opencl_device or GENERIC_GPU
-    notes, rewritten = [], {}
+    notes, rewritten, jams = [], {}, {}
     for fold in folds:
         if isinstance(fold, Build):
-            rows, note = _rows(fold, found, tuning, device, names)
+            rows, note, jam = _rows(fold, found, tuning, device, names)
             if rows is not None:
                 rewritten[id(fold)] = rows
+            if jam > 1:
+                jams[fold.fn.params[0][0]] = jam
             notes.extend([note] if note else [])
             continue
         state = fold.fn.params[0][0]
@@ -155,7 +160,21 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     body = _replace_top_level(entry.body, rewritten)
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
-    return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes), constraints)
+    optimised = optimize_program(core.Program(kernels, program.entry), options)
+    return AutoReductions(_jammed(optimised, jams), tuple(notes), constraints)
+
+
+def _jammed(program: core.Program, jams: dict) -> core.Program:
+    """``program`` with each top-level build of ``jams`` (by its index: ANF's binders are unique)
+    asking for its jam (``Strategy.jam``), after the optimiser, which leaves the body of a build
+    with a strategy as it is (``fsmooth.licm``)."""
+    entry = program.main
+    marked = {id(e): replace(e, strategy=Strategy(jam=jams[e.fn.params[0][0]])) for e in _top_level(entry.body)
+              if isinstance(e, Build) and e.fn.params[0][0] in jams}
+    if not marked:
+        return program
+    return core.Program({**program.kernels, entry.name: replace(entry, body=_replace_top_level(entry.body, marked))},
+                        program.entry)
 
 
 def keep_constraints(dps_program, result: AutoReductions):
@@ -205,30 +224,35 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
             continue  # a count read from data: its lanes' trip counts are data too (kept per row)
         folds.append((fold, red, count))
     if not folds:
-        return None, None
+        return None, None, 1
     row_builds = [node for node in _top_level(build.fn.body)
                   if row and isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
+    varying = _varying_with(build.fn.body, {i})
+    own, shared = zip(*(_reads(fold, varying) for fold, _, _ in folds))
     shape = Rows(elements=_literal(build.size), counts=tuple(_constant(count) for _, _, count in folds),
                  row_length=_literal(result.size) if row else None, row_builds=len(row_builds),
                  elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)),
-                 contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds))
+                 contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds),
+                 own_reads=sum(own), shared_reads=sum(shared))
     choice = choose_rows(shape, device, tuning.local)
-    E, width = choice.chosen.local, choice.chosen.width
+    E, width, jam = choice.chosen.local, choice.chosen.width, choice.chosen.jam
     if width > 1:
         # a work-item per element (the default strategy), its reductions in vectors of its own
         vectorised = {id(fold): _parallel(fold, red.monoids, replace(tuning, width=width), names, _in_vectors)
                       for fold, red, _ in folds}
         described = "; ".join(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}" for _, red, count in folds)
         fn = replace(build.fn, body=_replace_top_level(build.fn.body, vectorised))
+        per = (f"{jam} elements, unrolled and jammed (their folds' steps in one loop, what they share read once "
+               f"for the {jam}; the elements past the last multiple of {jam} one by one)" if jam > 1 else "element")
         return replace(build, fn=fn), (
-            f"the top-level build of {i} is a map of reductions ({described}): a work-item per element, each "
+            f"the top-level build of {i} is a map of reductions ({described}): a work-item per {per}, each "
             f"reduction in {width}-wide vectors of its own (lane t folds the elements t, t + {width}, …; then "
-            f"the lanes, then the last ones one by one) ({choice.explain()})")
+            f"the lanes, then the last ones one by one) ({choice.explain()})"), jam
     if E is None:
         counts = ", ".join(str(count) for _, _, count in folds)
         what = (f"makes rows of {result.size.value} elements, known when compiling" if row and isinstance(result.size, Lit)
                 else f"makes rows of {result.size}" if row else f"is a map of reductions of {counts} elements each")
-        return None, f"the top-level build of {i} {what}: a work-item per {'row' if row else 'element'} ({choice.explain()})"
+        return None, f"the top-level build of {i} {what}: a work-item per {'row' if row else 'element'} ({choice.explain()})", 1
     rewritten, described = {}, []
     for fold, red, count in folds:
         if count.is_Integer and count < E:
@@ -252,7 +276,7 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
             + ("with an intermediate row in local memory (in global memory in the fallback kernel, for "
                "rows that exceed the device's local memory) " if intermediates else "")
             + f"(tuning local={tuning.local}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION; {choice.explain()})")
-    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
+    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note, 1
 
 
 def _contiguous_floats(fold: Ifold, red) -> bool:
@@ -285,6 +309,27 @@ def _contiguous_floats(fold: Ifold, red) -> bool:
         if uses and name is not None:
             varying.add(name)
     return True
+
+
+def _varying_with(body: core.Expr, varying: set) -> set:
+    """``varying`` and the names of ``body``'s let chain computed from them."""
+    lets, _ = core.let_chain(body)
+    varying = set(varying)
+    for let in lets:
+        if core.free_vars(let.rhs) & varying:
+            varying.add(let.name)
+    return varying
+
+
+def _reads(fold: Ifold, varying: set) -> tuple[int, int]:
+    """Of the reads of ``fold``'s step (``Rows.own_reads``, ``Rows.shared_reads``): those that
+    depend on the element (``varying``: its index and what the element computes from it before
+    the fold), and those every element makes alike (gemv's ``x[j]``)."""
+    lets, _ = core.let_chain(fold.fn.body)
+    varying = _varying_with(fold.fn.body, varying)
+    reads = [let for let in lets if isinstance(let.rhs, Get)]
+    own = sum(1 for let in reads if core.free_vars(let.rhs) & varying)
+    return own, len(reads) - own
 
 
 def _literal(size: core.Expr) -> int | None:
