@@ -20,7 +20,9 @@ from fsmooth.options import OpenCLReduction, Options, default_options
 from opencl_oclgrind import run_under_oclgrind
 from test_corpus import assert_close
 
-SIZES = (0, 1, 2, 1023, 1025, 100_003)  # empty, tiny, around a group's 1024 elements, large
+# empty, tiny, around a GPU group's 1024 elements, past a CPU work-item's block of 4096 and its
+# group's 65536, large
+SIZES = (0, 1, 2, 1023, 1025, 4097, 65537, 100_003)
 PARALLEL = ("sum_f", "sum_d", "prod_f", "prod_d", "min_f", "max_d", "max_sum", "max_index", "normalise")
 
 
@@ -304,6 +306,25 @@ def test_jammed_rows_are_right_at_every_row_count(intel_cpu_context):
             assert_close(got, _np_rows("gemv_auto", m, x), rtol=1e-4, atol=1e-4)
 
 
+def test_a_cpu_folds_contiguous_blocks_in_vectors_of_its_own():
+    """dot on a CPU of 16-wide vectors: each work-item folds a block of 4,096 consecutive elements
+    (a group of 16 work-items 65,536), a step one test of its vector's last element and a vector
+    load of each array, the tests of each lane only where that fails (the end of the array); the
+    kernel's width hinted; the GPU's layout as before (strided shares, 4-wide vectors of the
+    group's lanes)."""
+    cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 16)
+    artifact = blas.dot_auto.with_options(opencl_device=cpu).opencl_artifact()
+    kernel = artifact.source[artifact.source.index("__kernel"):]
+    assert kernel.startswith("__kernel __attribute__((vec_type_hint(float16))) void")
+    assert "each of its 16 work-items folding a contiguous block" in artifact.source
+    assert _work(artifact, 2 ** 20 + 1) == [(17 * 16, 16)]
+    bulk = re.search(r"for \(int64_t q = 0; q < 256; q\+\+\) \{\n\s*if \(([^\n]*)\) \{\n((?:.*\n){5})", kernel)
+    assert bulk and bulk.group(1).count("<") == 1 and bulk.group(2).count("vload16(") == 2
+    assert "[" not in bulk.group(2) and "fs_checked" not in kernel
+    gpu = blas.dot_auto.opencl_artifact()
+    assert "vec_type_hint" not in gpu.source and _work(gpu, 2 ** 20) == [(64 * 256, 256)]
+
+
 def test_a_short_fold_known_when_compiling_stays_sequential():
     notes = _trace(auto.sum_first_ten).last("auto_reductions").notes
     assert len(notes) == 1 and "10 iterations, known when compiling" in notes[0]
@@ -510,6 +531,13 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         check(gemv, m[:, :3], rng.standard_normal(3).astype(np.float32))
         check(gemv, rng.standard_normal((9, 37)).astype(np.float32), rng.standard_normal(37).astype(np.float32))
         check(auto.row_sums.with_options(opencl_device=cpu), rng.standard_normal((2, 13)))  # doubles: 2 a vector
+        # a CPU's folds: each work-item a block of 4,096 elements, a group of 4 of them 16,384 (3
+        # groups for 40,000, the last partial), in 4 floats' vectors (2 doubles, integers alone)
+        for n in (0, 5, 40_000):
+            x = rng.standard_normal(n)
+            check(auto.sum_f.with_options(opencl_device=cpu), x.astype(np.float32))
+            check(auto.max_sum.with_options(opencl_device=cpu), x)
+            check(auto.max_index.with_options(opencl_device=cpu), (x * 1000).astype(np.int64))
     """, timeout=900)
     assert ok, report
 
