@@ -9,8 +9,9 @@ stream together, which a CPU core's prefetcher follows.
 
     parfor m A (λ i o. P(i, o))        (jam J)
   = parfor ⌈m/J⌉ (A as ⌈m/J⌉.J.δ) (λ b o'.
-        if b < ⌊m/J⌋ then jam(new i₀ (i₀ := J·b; P(i₀, o'[0])), …, new i_{J-1} (i_{J-1} := J·b + J - 1; P(…, o'[J-1])))
-        else for (m - J·b) (λ r. new i (i := J·b + r; P(i, o'[r]))))
+        if b < ⌊m/J⌋ then jam(new i₀ (i₀ := J·b + 0; P(i₀, o'[0])), …,
+                              new i_{J-1} (i_{J-1} := J·b + J - 1; P(i_{J-1}, o'[J - 1])))
+        else for (m mod J) (λ r. new i (i := J·⌊m/J⌋ + r; P(i, o'[r]))))
 
 The whole blocks run jammed; the last, partial one (m mod J elements) runs its elements one after
 another, so every m is right (0 included: no block).  Each copy of P has its ``new``s renamed apart.
@@ -82,6 +83,7 @@ def _blocks(loop: p.ParFor, J: int, names: NameSupply) -> p.Phrase:
     last = p.For(p.NatExp(rest, p.Num(Card)), r,
                  copy(p.NatExp(J * whole, p.Num(Index)), p.Ident(r, p.ExpT(p.IdxT(rest))), {}))
     full = p.ScalarOp("lt", (p.Ident(b, p.ExpT(p.IdxT(count))), p.NatExp(whole, p.Num(Index))), p.Num(Bool))
+    # A seen as ⌈m/J⌉ blocks: the last one's elements past m are never written
     acc = p.Shift(loop.acc, sympy.Integer(0), p.Arr(count, block))
     return p.ParFor(count, acc, b, out, block, p.IfCmd(full, jammed, last),
                     dataclasses.replace(loop.strategy, jam=1), loop.parallel)
