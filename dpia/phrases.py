@@ -846,7 +846,7 @@ def verify(program: ImperativeProgram) -> None:
             _check_scope(phrase, scope, program, k.name)
 
 
-def binds(ph: Phrase) -> set:
+def binders(ph: Phrase) -> set:
     """The identifiers ``ph`` binds in the phrases inside it."""
     match ph:
         case Let(name) | Bind(name) | New(name) | Alloc(name):
@@ -876,6 +876,6 @@ def _check_scope(ph: Phrase, scope: frozenset, program: ImperativeProgram, kerne
             raise IRError(f"kernel {kernel}: identifier '{name}' is not in scope")
         case CallExp(fn) | CallCmd(fn) if isinstance(fn, str) and fn not in program.kernels:
             raise IRError(f"kernel {kernel}: call of '{fn}', which is not a kernel of the program")
-    inner = scope | binds(ph)
+    inner = scope | binders(ph)
     for child in children(ph):
         _check_scope(child, inner, program, kernel)

@@ -70,7 +70,7 @@ def _staged(phase, inputs: frozenset, buffers: dict, names: NameSupply, notes: l
     sources = dict.fromkeys(read.arr.arr for read in _walked_rows(loop.body, inputs, index, False))
     if not sources:
         return None
-    taken = NameSupply(p.free_identifiers(phase.body) | {n for c in p.walk(phase.body) for n in p.binds(c)})
+    taken = NameSupply(p.free_identifiers(phase.body) | {n for c in p.walk(phase.body) for n in p.binders(c)})
     body, stages = loop.body, []
     for source in sources:
         row = source.type.data.elem  # Arr(d, num)

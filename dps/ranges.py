@@ -386,14 +386,24 @@ def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
     extent = bounds(e, ranges)
     if extent is None:
         return None
-    # an ``if`` bounds e, or e less a constant offset: a guard t < n - 1 proves a read of t + 1
+    # an ``if`` bounds e, or e less an offset that is a constant or at most one: a guard t < n - 1
+    # proves a read of t + 1, a guard on a vector's last element (v + 15 < n) its lanes' reads
+    # (v + u + k, u the vectors' first lane, 0 where they are one vector)
     e = sympy.expand(e)
     highs = [extent.hi] + [hi + offset for fact, hi in ranges.facts
-                           if (offset := sympy.expand(e - fact)).is_number]
+                           if (offset := _constant_above(sympy.expand(e - fact), ranges)) is not None]
     if not nonnegative(extent.lo, ranges):
         return None
     high = next((hi for hi in highs if nonnegative(length - 1 - hi, ranges)), None)
     return None if high is None else Proof(extent.lo, high, ranges.facts_about(e))
+
+
+def _constant_above(offset: sympy.Expr, ranges: Ranges) -> sympy.Expr | None:
+    """``offset`` where it is a constant, else a constant it cannot exceed over the loops, or None."""
+    if offset.is_number:
+        return offset
+    extent = bounds(offset, ranges)
+    return extent.hi if extent is not None and extent.hi.is_number else None
 
 
 def _interval(e: sympy.Expr, ranges: Ranges, depth: int = 0):

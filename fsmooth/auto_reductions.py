@@ -54,6 +54,20 @@ in vectors of its own (``_in_vectors``, the model's "in w-wide vectors"): lane t
 ``vectorize(w, build_seq(w, ·))`` folds the elements t, t + w, … of the ``n // w`` whole vectors,
 with no guard, so its reads are vector loads; the w lanes are combined in order, then the last
 ``n mod w`` elements one by one, then the init.  A sum is regrouped as in the two-phase reduction.
+Where those folds also read what every element shares (gemv's ``x``: ``_reads``), the model may
+give a work-item several elements (``cost_model.JAM``): the build then asks for that jam
+(``Strategy.jam``, set after the optimiser: ``_jammed``), which ``dpia.unroll_jam`` makes.
+
+On a CPU (``Options.opencl_device`` of kind cpu) phase 1 is laid out for a core, not for a GPU's
+lanes (``_two_phase``'s ``blocks``): the runtime runs a group's work-items one after another, each
+as written, so a group's strided share would take a few elements of every page of the array.
+Instead each work-item folds a block of ``CPU_BLOCK`` consecutive elements in vectors of its own
+(the device's: 16 floats or 8 doubles with AVX-512; integers one at a time; the kernel hinted the
+width, so that the runtime does not vectorise across work-items too), a step testing only its
+vector's last element against n; a group is the device's smallest group size
+(``cost_model.group_sizes``: one SIMD vector of work-items), and there are as many groups as the
+blocks need, ``ceil(n / (L · CPU_BLOCK))``, whose partials phase 2 folds as before.  A fold whose
+body has loops of its own keeps the strided layout (width 1, items 1).
 
 The element may be a row whose lets are such reductions (or scalars computed from them), softmax's
 ``build(m, λ i. let mx = max_j x[i][j]; e = build(k, λ j. exp(x[i][j] - mx)); s = Σ_j e[j] in
@@ -70,11 +84,12 @@ and why, which the OpenCL program's first comment repeats (``fsmooth explain --s
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import sympy
 
 from . import core
-from .cost_model import GENERIC_GPU, DeviceDescription, Rows, choose_fold, choose_rows
+from .cost_model import GENERIC_GPU, DeviceDescription, Rows, choose_fold, choose_rows, group_sizes
 from .core import Build, Get, If, Ifold, Lam, Let, Lit, PrimApp, Proj, Tuple, Var
 from .names import NameSupply
 from .options import OpenCLReduction, Options
@@ -82,6 +97,10 @@ from .strategies import Strategy
 from .types import BYTES, ArrayT, Bool, Card, Double, Float, FunT, Index, Scalar, TupleT
 
 SYMBOLS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+# The elements one work-item folds in a CPU's two-phase reduction (``_two_phase``'s blocks): 16 KiB
+# of floats, whole pages to one core's stream, and so many that its lanes' combination and its
+# group's tree cost a small part of its work.
+CPU_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -120,12 +139,14 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     names = core.name_supply(entry)
     tuning = options.opencl_reduction
     device = options.opencl_device or GENERIC_GPU
-    notes, rewritten = [], {}
+    notes, rewritten, jams = [], {}, {}
     for fold in folds:
         if isinstance(fold, Build):
-            rows, note = _rows(fold, found, tuning, device, names)
+            rows, note, jam = _rows(fold, found, tuning, device, names)
             if rows is not None:
                 rewritten[id(fold)] = rows
+            if jam > 1:
+                jams[fold.fn.params[0][0]] = jam
             notes.extend([note] if note else [])
             continue
         state = fold.fn.params[0][0]
@@ -134,16 +155,21 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {why_not}")
             continue
         red, count = found[state]
-        choice = choose_fold(_constant(count), device, tuning.local, tuning.width, tuning.items, tuning.groups,
-                             tuning.launches)
+        shape = _shape(fold, tuning)
+        # a CPU: each work-item folds a contiguous block in vectors of its own (_two_phase)
+        blocks = device.kind == "cpu" and shape == tuning
+        if blocks:
+            shape = replace(tuning, local=min(group_sizes(device, tuning.local)), width=min(16, device.simd_width))
+        choice = choose_fold(_constant(count), device, shape.local if blocks else tuning.local,
+                             shape.width if blocks else tuning.width, tuning.items, tuning.groups, tuning.launches)
         if choice.chosen.strategy == "one work-item":
             notes.append(f"the ifold over {fold.count} (state {state}) runs on one work-item: {count} iterations"
                          f"{', known when compiling,' if count.is_Integer else ''} cost less on one work-item "
                          f"than a parallel reduction ({choice.explain()})")
             continue
-        shape = _shape(fold, tuning)
-        rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names)
-        notes.append(_note(state, count, red.monoids, shape) + ("" if shape == tuning else
+        layout = partial(_two_phase, vector_bytes=device.simd_width * 4) if blocks else _two_phase
+        rewritten[id(fold)] = _parallel(fold, red.monoids, shape, names, layout)
+        notes.append(_note(state, count, red.monoids, shape, blocks) + ("" if shape == tuning or blocks else
                      "; its body has loops of its own, so each lane takes whole elements, one a round "
                      "at least (width 1, items 1): an element's work dwarfs the reduction's")
                      + f" ({choice.explain()})")
@@ -155,7 +181,21 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     body = _replace_top_level(entry.body, rewritten)
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
-    return AutoReductions(optimize_program(core.Program(kernels, program.entry), options), tuple(notes), constraints)
+    optimised = optimize_program(core.Program(kernels, program.entry), options)
+    return AutoReductions(_jammed(optimised, jams), tuple(notes), constraints)
+
+
+def _jammed(program: core.Program, jams: dict) -> core.Program:
+    """``program`` with each top-level build of ``jams`` (by its index: ANF's binders are unique)
+    asking for its jam (``Strategy.jam``), after the optimiser, which leaves the body of a build
+    with a strategy as it is (``fsmooth.licm``)."""
+    entry = program.main
+    marked = {id(e): replace(e, strategy=Strategy(jam=jams[e.fn.params[0][0]])) for e in _top_level(entry.body)
+              if isinstance(e, Build) and e.fn.params[0][0] in jams}
+    if not marked:
+        return program
+    return core.Program({**program.kernels, entry.name: replace(entry, body=_replace_top_level(entry.body, marked))},
+                        program.entry)
 
 
 def keep_constraints(dps_program, result: AutoReductions):
@@ -205,30 +245,35 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
             continue  # a count read from data: its lanes' trip counts are data too (kept per row)
         folds.append((fold, red, count))
     if not folds:
-        return None, None
+        return None, None, 1
     row_builds = [node for node in _top_level(build.fn.body)
                   if row and isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
+    varying = _varying_with(build.fn.body, {i})
+    own, shared = zip(*(_reads(fold, varying) for fold, _, _ in folds))
     shape = Rows(elements=_literal(build.size), counts=tuple(_constant(count) for _, _, count in folds),
                  row_length=_literal(result.size) if row else None, row_builds=len(row_builds),
                  elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)),
-                 contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds))
+                 contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds),
+                 own_reads=sum(own), shared_reads=sum(shared))
     choice = choose_rows(shape, device, tuning.local)
-    E, width = choice.chosen.local, choice.chosen.width
+    E, width, jam = choice.chosen.local, choice.chosen.width, choice.chosen.jam
     if width > 1:
         # a work-item per element (the default strategy), its reductions in vectors of its own
         vectorised = {id(fold): _parallel(fold, red.monoids, replace(tuning, width=width), names, _in_vectors)
                       for fold, red, _ in folds}
         described = "; ".join(f"{', '.join(SYMBOLS[m.op] for m in red.monoids)} over {count}" for _, red, count in folds)
         fn = replace(build.fn, body=_replace_top_level(build.fn.body, vectorised))
+        per = (f"{jam} elements, unrolled and jammed (their folds' steps in one loop, what they share read once "
+               f"for the {jam}; the elements past the last multiple of {jam} one by one)" if jam > 1 else "element")
         return replace(build, fn=fn), (
-            f"the top-level build of {i} is a map of reductions ({described}): a work-item per element, each "
+            f"the top-level build of {i} is a map of reductions ({described}): a work-item per {per}, each "
             f"reduction in {width}-wide vectors of its own (lane t folds the elements t, t + {width}, …; then "
-            f"the lanes, then the last ones one by one) ({choice.explain()})")
+            f"the lanes, then the last ones one by one) ({choice.explain()})"), jam
     if E is None:
         counts = ", ".join(str(count) for _, _, count in folds)
         what = (f"makes rows of {result.size.value} elements, known when compiling" if row and isinstance(result.size, Lit)
                 else f"makes rows of {result.size}" if row else f"is a map of reductions of {counts} elements each")
-        return None, f"the top-level build of {i} {what}: a work-item per {'row' if row else 'element'} ({choice.explain()})"
+        return None, f"the top-level build of {i} {what}: a work-item per {'row' if row else 'element'} ({choice.explain()})", 1
     rewritten, described = {}, []
     for fold, red, count in folds:
         if count.is_Integer and count < E:
@@ -252,7 +297,7 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
             + ("with an intermediate row in local memory (in global memory in the fallback kernel, for "
                "rows that exceed the device's local memory) " if intermediates else "")
             + f"(tuning local={tuning.local}: Options.opencl_reduction, FSMOOTH_OPENCL_REDUCTION; {choice.explain()})")
-    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note
+    return replace(build, fn=fn, strategy=Strategy("workgroup", "global")), note, 1
 
 
 def _contiguous_floats(fold: Ifold, red) -> bool:
@@ -285,6 +330,27 @@ def _contiguous_floats(fold: Ifold, red) -> bool:
         if uses and name is not None:
             varying.add(name)
     return True
+
+
+def _varying_with(body: core.Expr, varying: set) -> set:
+    """``varying`` and the names of ``body``'s let chain computed from them."""
+    lets, _ = core.let_chain(body)
+    varying = set(varying)
+    for let in lets:
+        if core.free_vars(let.rhs) & varying:
+            varying.add(let.name)
+    return varying
+
+
+def _reads(fold: Ifold, varying: set) -> tuple[int, int]:
+    """Of the reads of ``fold``'s step (``Rows.own_reads``, ``Rows.shared_reads``): those that
+    depend on the element (``varying``: its index and what the element computes from it before
+    the fold), and those every element makes alike (gemv's ``x[j]``)."""
+    lets, _ = core.let_chain(fold.fn.body)
+    varying = _varying_with(fold.fn.body, varying)
+    reads = [let for let in lets if isinstance(let.rhs, Get)]
+    own = sum(1 for let in reads if core.free_vars(let.rhs) & varying)
+    return own, len(reads) - own
 
 
 def _literal(size: core.Expr) -> int | None:
@@ -355,9 +421,14 @@ def _constant(n: sympy.Expr | None) -> int | None:
     return int(n) if n is not None and n.is_Integer else None
 
 
-def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
+def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction, blocks: bool = False) -> str:
     ops = ", ".join(f"{SYMBOLS[m.op]} on {m.ty.name}" for m in monoids)
     per = tuning.elements * tuning.items
+    groups = f"ceil({n}/{tuning.local * CPU_BLOCK})" if blocks else f"min(ceil({n}/{per}), {tuning.groups})"
+    lanes = (f"each of its {tuning.local} work-items folding a contiguous block of {CPU_BLOCK} elements in vectors "
+             f"of its own, then their lanes, into a local array of {tuning.local}" if blocks else
+             f"each folding at least {tuning.items} elements per lane into a local array of {tuning.elements} "
+             f"({tuning.local} lanes of {{width}})")
     width = [f"{tuning.width}-wide vectors" if m.ty in (Float, Double) and tuning.width > 1 else "scalars"
              for m in monoids]
     launches = tuning.launches * len(monoids)
@@ -366,9 +437,8 @@ def _note(state: str, n: sympy.Expr, monoids, tuning: OpenCLReduction) -> str:
                 "partials in the same launch" if tuning.launches == 1 else
                 "a second launch of one work-group combines the partials")
     return (f"the ifold over {n} (state {state}) is a reduction of {ops}: parallel, "
-            f"{launches} launch{'es' if launches > 1 else ''}{per_component}, reassociated; phase 1: min(ceil({n}/{per}), "
-            f"{tuning.groups}) work-groups, each folding at least {tuning.items} elements per lane into a "
-            f"local array of {tuning.elements} ({tuning.local} lanes of {', '.join(sorted(set(width)))}), "
+            f"{launches} launch{'es' if launches > 1 else ''}{per_component}, reassociated; phase 1: {groups} "
+            f"work-groups, {lanes.format(width=', '.join(sorted(set(width))))}, "
             f"then a tree in local memory, one partial per group; phase 2: {combiner} the same way, in "
             f"a fixed order, then with the init (tuning {tuning}: Options.opencl_reduction, "
             f"FSMOOTH_OPENCL_REDUCTION)")
@@ -395,9 +465,11 @@ def _parallel(fold: Ifold, monoids, tuning: OpenCLReduction, names: NameSupply, 
     return Tuple(tuple(components), fold.ty)
 
 
-def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply) -> core.Expr:
+def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduction, names: NameSupply,
+               vector_bytes: int | None = None) -> core.Expr:
     """``ifold step init n`` as two phases (module docstring; one launch: ``dpia.hoist_opencl``);
-    ``m``: its ``Monoid``."""
+    ``m``: its ``Monoid``; ``vector_bytes``: a CPU's vector, where each work-item of phase 1 folds a
+    contiguous block in vectors of its own (``blocks``), not the group's strided share."""
     E = tuning.elements
     width = tuning.width if m.ty in (Float, Double) else 1  # OpenCL vectors of floats only (dpia.vectorize)
     g, partials, total = Var(names.fresh("groups"), Card), names.fresh("partials"), names.fresh("total")
@@ -418,14 +490,48 @@ def _two_phase(step: Lam, init: core.Expr, n: core.Expr, m, tuning: OpenCLReduct
         return Build(_card_lit(E), Lam(((t, Index),), fold, FunT((Index,), m.ty)), arr,
                      strategy=Strategy("local", "local", width))
 
+    v = min(16, vector_bytes // BYTES[m.ty]) if vector_bytes and m.ty in (Float, Double) else 1
+
+    def blocks(c: Var) -> core.Expr:
+        """A group's local array of L = ``tuning.local`` partial results on a CPU, whose runtime runs
+        the group's work-items one after another, each as it is written: work-item t folds from
+        the identity the ``CPU_BLOCK`` elements from (c·L + t)·CPU_BLOCK, those below n, in v-wide
+        vectors of its own (lane u the elements u, u + v, … of the block), then its lanes.  A core
+        so streams contiguous memory, where the group's strided share would take a few elements of
+        each page of the whole array.  The block is a constant: its start is then an index below
+        n + CPU_BLOCK·L, which needs no overflow test.  A step tests its vector's last element
+        first, which no lane changes: below n, the lanes load whole vectors with no test of
+        their own (only the block with the end of the array tests them)."""
+        L = tuning.local
+        t, u, a, q, k, parts, s, r = (names.fresh(base) for base in ("t", "u", "acc", "q", "k", "lanes", "s", "u"))
+        first = _index("mul", _index("add", _index("mul", c, _index_lit(L)), Var(t, Index)), _index_lit(CPU_BLOCK))
+        vector = _index("add", first, _index("mul", Var(q, Index), _index_lit(v)))
+        trips = _card_lit(CPU_BLOCK // v)
+        below = lambda i: PrimApp("lt", (i, _to_index(n)), Bool)  # noqa: E731
+        element = core.App(step, (Var(a, m.ty), Var(k, Index)), m.ty)
+        body = Let(k, _index("add", vector, Var(u, Index)), If(
+            below(_index("add", vector, _index_lit(v - 1))), element,
+            If(below(Var(k, Index)), element, Var(a, m.ty), m.ty), m.ty), m.ty)
+        lane = Ifold(Lam(((a, m.ty), (q, Index)), body, FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), trips, m.ty)
+        vectors = Build(_card_lit(v), Lam(((u, Index),), lane, FunT((Index,), m.ty)), arr,
+                        strategy=Strategy("seq", "private", v))
+        combined = Ifold(Lam(((s, m.ty), (r, Index)), _combine(m, Var(s, m.ty), Get(Var(parts, arr), Var(r, Index), m.ty)),
+                             FunT((m.ty, Index), m.ty)), _lit(m.identity, m.ty), _card_lit(v), m.ty)
+        return Build(_card_lit(L), Lam(((t, Index),), Let(parts, vectors, combined, m.ty), FunT((Index,), m.ty)), arr,
+                     strategy=Strategy("local", "local"))
+
     c, w = Var(names.fresh("c"), Index), names.fresh("w")
-    phase1 = Build(g, Lam(((c.name, Index),), _tree(lanes(c, n, lambda a, k: core.App(step, (a, k), m.ty)), m, E, names),
-                         FunT((Index,), m.ty)), arr, strategy=Strategy("workgroup", "global"))
+    shares, size = (blocks(c), tuning.local) if vector_bytes else (lanes(c, n, lambda a, k: core.App(step, (a, k), m.ty)), E)
+    phase1 = Build(g, Lam(((c.name, Index),), _tree(shares, m, size, names), FunT((Index,), m.ty)), arr,
+                   strategy=Strategy("workgroup", "global"))
     combined = _tree(lanes(None, g, lambda a, k: _combine(m, a, Get(Var(partials, arr), k, m.ty))), m, E, names)
     phase2 = Build(_card_lit(1), Lam(((w, Index),), _combine(m, init, combined), FunT((Index,), m.ty)), arr,
                    strategy=Strategy("workgroup", "global"))
-    count = _card("min", _card("floordiv", _card("add", n, _card_lit(E * tuning.items - 1)),
-                               _card_lit(E * tuning.items)), _card_lit(tuning.groups))
+    # a CPU: a group per L blocks, however many (phase 2 folds their partials the same way)
+    per = tuning.local * CPU_BLOCK if vector_bytes else E * tuning.items
+    count = _card("floordiv", _card("add", n, _card_lit(per - 1)), _card_lit(per))
+    if not vector_bytes:
+        count = _card("min", count, _card_lit(tuning.groups))
     return Let(g.name, count, Let(partials, phase1, Let(total, phase2, Get(Var(total, arr), _index_lit(0), m.ty), m.ty),
                                   m.ty), m.ty)
 

@@ -73,7 +73,14 @@ On a CPU a map of reductions of scalars whose folds read contiguous elements (ge
 in its own vectors of the core's w elements (``simd_width`` floats, half as many doubles;
 ``auto_reductions._in_vectors``: lane t folds the elements t, t + w, …, each step one vector
 load of each array read; then the lanes are combined, w steps, and the last ``n mod w`` elements
-added one by one).  Such a work-item takes its vector's w lanes, and nothing is gathered.
+added one by one).  Such a work-item takes its vector's w lanes, and nothing is gathered.  Where
+the folds' steps also read what every element shares (gemv's ``x``: ``Rows.shared_reads``, beside
+``Rows.own_reads``, the row), one more: a work-item per ``JAM`` elements in such vectors, their
+folds unrolled and jammed (``dpia.unroll_jam``: one loop steps the ``JAM`` folds, so a shared
+vector is loaded once for them), an element's step taking its share of the loads,
+``(own + shared / JAM) / (own + shared)`` of the unjammed step.  ``JAM`` is 4: 4 accumulators, 4
+row loads and the shared one fit a core's vector registers with room to spare; the 4 rows streamed
+together are what the module's last paragraph measured.
 
 What the CPU parameters rest on (Intel's CPU runtime on a 2-core AVX-512 Xeon, loaded machine,
 device time, best of interleaved runs): softmax over 1024² floats takes 1.3-1.4 ms with a group of
@@ -85,7 +92,8 @@ elements, 1.36 ms with the row's fold in the work-item's own 16-wide vectors, nu
 (``CPU_GATHER``: the gathering lanes' extra time); at 8192² 11.6 ms gathering, 12.6 ms in own
 vectors, numpy 9.5 ms: there the gather's 16 rows streamed at once outrun one row a core, which
 the model does not price.  A hand-written kernel folding 4 rows a work-item, interleaved in one
-loop of 16-wide vectors, takes 1.18 and 8.7 ms, what a map of reductions could become next.
+loop of 16-wide vectors, takes 1.18 and 8.7 ms: the jammed candidate, which the model prices by
+its loads alone (the rows streamed together, as the gather's, are not priced).
 """
 from __future__ import annotations
 
@@ -100,6 +108,7 @@ BARRIER = {"gpu": 4.0, "cpu": 16.0}  # lane steps a barrier costs each lane
 GPU_RESIDENT_LANES = 2048  # work-items a GPU compute unit keeps in flight
 SECTOR_BYTES = 32  # what a GPU lane's lone access moves
 CPU_GATHER = 2.0  # lane steps of a CPU vector lane's read of its own row (module docstring)
+JAM = 4  # elements a CPU work-item folds in one loop of vectors where they share reads (module docstring)
 
 
 @dataclass(frozen=True)
@@ -150,11 +159,13 @@ class Candidate:
     local: int | None
     cost: float
     width: int = 1  # a work-item per element's vectors of its reductions (1: none)
+    jam: int = 1  # a work-item's elements, their folds in one loop (``dpia.unroll_jam``; 1: one)
 
     def __str__(self) -> str:
         size = f" of {self.local}" if self.local is not None and self.strategy == "work-group per element" else ""
         vectors = f" in {self.width}-wide vectors" if self.width > 1 else ""
-        return f"{self.strategy}{size}{vectors} ≈ {self.cost:.3g}"
+        what = f"work-item per {self.jam} elements jammed" if self.jam > 1 else self.strategy
+        return f"{what}{size}{vectors} ≈ {self.cost:.3g}"
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,10 @@ class Rows:
     # every reduction is of floats whose element reads are contiguous in its index (or do not
     # depend on it): each element reads rows of its own, which a work-item can fold in vectors
     contiguous: bool = False
+    # of the reads of a step of those reductions (all of them together), those of the element's
+    # own rows and those every element shares (gemv: m's row and x, one each)
+    own_reads: int = 1
+    shared_reads: int = 0
 
 
 def _size(n: int | None) -> int:
@@ -238,7 +253,8 @@ def group_sizes(device: DeviceDescription, local: int) -> tuple[int, ...]:
 def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
     """A map of reductions (``Rows``) as a work-item per element (each folds its reductions
     alone, reading its own row; on a CPU, where the reductions read contiguous elements and the
-    element is a scalar, also in vectors of its own) or a work-group per element of each size of ``group_sizes`` (its
+    element is a scalar, also in vectors of its own, and ``JAM`` elements a work-item so where
+    the reductions share reads) or a work-group per element of each size of ``group_sizes`` (its
     lanes fold strided shares of each reduction, reading consecutive elements, then a tree each;
     a row's builds strided over the lanes, a barrier after each), a size only where at least one
     reduction is that long and the trees fit in local memory."""
@@ -257,6 +273,12 @@ def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
         # a work-item takes the w lanes of its vector
         per_vector_item = sum(n // w + w + n % w for n in counts) + 1
         candidates.append(Candidate("work-item per element", None, _launch(device, m * w, per_vector_item), w))
+        if rows.shared_reads:
+            # JAM elements a work-item, their vector loops one: a shared read is one load for
+            # the JAM elements, so an element's step takes its share of the loads
+            loads = (rows.own_reads + rows.shared_reads / JAM) / (rows.own_reads + rows.shared_reads)
+            per_jammed = sum(n // w * loads + w + n % w for n in counts) + 1
+            candidates.append(Candidate("work-item per element", None, _launch(device, m * w, per_jammed), w, JAM))
     for E in group_sizes(device, local):
         # a count known when compiling and below E every lane folds alike (auto_reductions._rows)
         folded = [n for n, known in zip(counts, rows.counts) if known is None or known >= E]

@@ -5,7 +5,8 @@
             ─▶ dpia ─▶ interchange ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
             ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
-            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ plan_opencl ─▶ stage_rows ─▶ stage_tiles ─▶ vectorize ─▶ opencl
+            ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ unroll_jam ─▶ plan_opencl ─▶ stage_rows ─▶ stage_tiles ─▶ vectorize
+            ─▶ opencl
 
 A pass is a pure function of the outputs before it; ``run_passes`` records every pass's output
 (``fsmooth explain --pass NAME`` prints one) and, with ``Options.verify_passes`` or
@@ -92,12 +93,14 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
 
     from .cost_model import GENERIC_GPU
     from fsmooth.dpia.translate_strategies import strategy_program
+    from fsmooth.dpia.unroll_jam import unroll_jam_program
     from fsmooth.dpia.vectorize import vectorize_plan
 
     options = opencl_options(options)
     return (*_front_passes(options, inline_every=True, target="opencl"),
             Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
-            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["dpia_strategies"], module or c_module(forms["core"]),
+            Pass("unroll_jam", lambda forms, report: unroll_jam_program(forms["dpia_strategies"])),
+            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["unroll_jam"], module or c_module(forms["core"]),
                                                                   options.opencl_reduction.launches == 1,
                                                                   options.opencl_device or GENERIC_GPU)),
             Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)

@@ -47,11 +47,15 @@ VECTOR_WIDTHS = (2, 4, 8, 16)
 class Strategy:
     """What the program says about one ``build``: its ``level`` (one of ``LEVELS``, None:
     the default strategy decides), the address ``space`` of its stored result (None: not
-    said) and a vector ``width`` (1: scalar code).  ``loc`` points at the annotation."""
+    said) and a vector ``width`` (1: scalar code).  ``loc`` points at the annotation.
+    ``jam``: the iterations one work-item runs together, their loops fused (unroll-and-jam,
+    ``dpia.unroll_jam``); no annotation says it, only the cost model asks for it
+    (``fsmooth.auto_reductions``)."""
 
     level: str | None = None
     space: str | None = None
     width: int = 1
+    jam: int = 1
     loc: Loc | None = field(default=None, compare=False, repr=False)
 
 

@@ -33,7 +33,7 @@ def test_list_passes_of_the_opencl_path(capsys):
     _, out, _ = run(capsys, F, "--list-passes", "--target", "opencl")
     names = out.split()
     assert names[:3] == ["core", "anf", "inline_every_call"]
-    assert names[-6:] == ["dpia_strategies", "plan_opencl", "stage_rows", "stage_tiles", "vectorize", "opencl"] and "c" not in names
+    assert names[-7:] == ["dpia_strategies", "unroll_jam", "plan_opencl", "stage_rows", "stage_tiles", "vectorize", "opencl"] and "c" not in names
 
 
 def test_a_no_flag_for_every_optimisation_field_and_no_other(capsys):

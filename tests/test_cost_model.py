@@ -1,8 +1,8 @@
 """The cost model that chooses the OpenCL strategy of unannotated programs (``fsmooth.cost_model``):
 its choice for (kernel, sizes, device) triples; on the generic GPU the choices the rules made
-before it; on a CPU a work-item per row for gemv, its fold in 16-wide vectors of its own, and a
-group of one SIMD vector per row for softmax; each executable compiled for its own device;
-explain's candidates and costs.  The results
+before it; on a CPU a work-item per 4 rows for gemv, jammed, their folds in 16-wide vectors of
+its own, and a group of one SIMD vector per row for softmax; each executable compiled for its own
+device; explain's candidates and costs.  The results
 of the chosen variants are checked against the reference and numpy in tests/test_opencl_auto.py,
 for both descriptions."""
 from __future__ import annotations
@@ -47,21 +47,23 @@ def test_the_generic_gpu_makes_the_rules_choices():
     assert auto.gemv_auto.opencl_artifact().source == auto.gemv_auto.with_options(opencl_device=GENERIC_GPU).opencl_artifact().source
 
 
-def test_a_cpu_gets_a_work_item_per_row_for_gemv_and_a_vector_group_per_row_for_softmax():
-    """gemv: each work-item streams its row through its cache in 16-wide vectors of its own and
-    writes one scalar (with the runtime's vectors across work-items instead, each lane gathers its
-    row: twice the steps); softmax writes a row, which a work-item per row scatters: a group of 16
-    (one AVX-512 vector) per row."""
+def test_a_cpu_gets_a_work_item_per_four_rows_for_gemv_and_a_vector_group_per_row_for_softmax():
+    """gemv: each work-item streams 4 rows through its cache in 16-wide vectors of its own, x
+    loaded once for the 4, and writes 4 scalars (with the runtime's vectors across work-items
+    instead, each lane gathers its row: twice the steps); softmax writes a row, which a work-item
+    per row scatters: a group of 16 (one AVX-512 vector) per row."""
     gemv = _strategy(auto.gemv_auto, INTEL_CPU)
-    assert "a work-item per element, each reduction in 16-wide vectors of its own" in gemv
-    assert ("work-item per element in 16-wide vectors ≈ 1.35e+08 (chosen), work-group per element of 16 ≈ 1.36e+08"
-            in gemv and "work-item per element ≈ 2.68e+08" in gemv)
-    assert _launched(auto.gemv_auto, INTEL_CPU, 500) == [(512, 256)]
+    assert "a work-item per 4 elements, unrolled and jammed" in gemv and "16-wide vectors of its own" in gemv
+    assert ("work-item per 4 elements jammed in 16-wide vectors ≈ 8.44e+07 (chosen), work-item per element in "
+            "16-wide vectors ≈ 1.35e+08, work-group per element of 16 ≈ 1.36e+08" in gemv
+            and "work-item per element ≈ 2.68e+08" in gemv)
+    assert _launched(auto.gemv_auto, INTEL_CPU, 500) == [(256, 256)]  # 125 blocks of 4 rows
     softmax = _strategy(ml.softmax_rows, INTEL_CPU)
     assert "each of its 16 lanes" in softmax and "work-group per element of 16 ≈ 5.42e+08 (chosen)" in softmax
     assert _launched(ml.softmax_rows, INTEL_CPU, 500) == [(500 * 16, 16)]
-    # a long fold is still two-phase on the CPU: both cores, not one
-    assert "two-phase ≈ 1.39e+04 (chosen)" in _strategy(blas.dot_auto, INTEL_CPU)
+    # a long fold is still two-phase on the CPU: both cores, not one (groups of 16 work-items,
+    # each its own 16-wide vectors: test_opencl_auto's contiguous blocks)
+    assert "two-phase ≈ 8.27e+03 (chosen)" in _strategy(blas.dot_auto, INTEL_CPU)
 
 
 def test_rows_choices_follow_the_sizes():
@@ -100,6 +102,24 @@ def test_a_cpu_folds_rows_in_vectors_of_its_own_where_they_are_long_and_read_alo
     assert "in 16-wide vectors of its own" in _strategy(auto.row_logsumexp, INTEL_CPU)  # max, then + of exp
 
 
+def test_a_cpu_jams_rows_whose_folds_share_a_read():
+    """gemv's fold reads its row and x, which every row shares: on a CPU 4 rows a work-item,
+    jammed (x loaded once for the 4), is the cheapest; rows that share nothing (row sums,
+    logsumexp) get no such candidate, and a GPU none at all."""
+    def candidates(device, shared):
+        return choose_rows(Rows(10 ** 5, (4096,), None, 0, 4, True, 1, shared), device, 256).candidates
+
+    jammed = candidates(INTEL_CPU, 1)[0]
+    assert (jammed.strategy, jammed.width, jammed.jam) == ("work-item per element", 16, 4)
+    unjammed = next(c for c in candidates(INTEL_CPU, 1) if c.width == 16 and c.jam == 1)
+    assert jammed.cost < unjammed.cost
+    assert all(c.jam == 1 for c in candidates(INTEL_CPU, 0))
+    assert all(c.jam == 1 for c in candidates(GENERIC_GPU, 1))
+    assert "work-item per 4 elements jammed in 16-wide vectors" in _strategy(blas.gemv_auto, INTEL_CPU)
+    for kernel in (auto.row_sums, auto.row_logsumexp):
+        assert "jammed" not in _strategy(kernel, INTEL_CPU)
+
+
 def test_group_sizes_are_the_tuning_on_a_gpu_and_vector_multiples_on_a_cpu():
     assert group_sizes(GENERIC_GPU, 256) == (256,)
     assert group_sizes(INTEL_CPU, 256) == (256, 16, 32, 64, 128)
@@ -109,12 +129,12 @@ def test_group_sizes_are_the_tuning_on_a_gpu_and_vector_multiples_on_a_cpu():
 
 
 def test_an_executable_is_compiled_for_its_device(intel_cpu_context):
-    """The Intel CPU context gets the CPU's choices (a work-item per row for gemv), with the
+    """The Intel CPU context gets the CPU's choices (a work-item per 4 rows for gemv), with the
     same results as the GPU's choice and numpy."""
     device = describe(intel_cpu_context.devices[0])
     assert device.kind == "cpu" and device.local_memory == "global" and device.simd_width >= 4
     executable = auto.gemv_auto.opencl_executable(intel_cpu_context)
-    assert "a work-item per element, each reduction in" in executable.artifact.source
+    assert "a work-item per 4 elements, unrolled and jammed" in executable.artifact.source
     rng = np.random.default_rng(3)
     a, x = rng.standard_normal((300, 700)).astype(np.float32), rng.standard_normal(700).astype(np.float32)
     got = executable.call(a, x)
@@ -142,7 +162,7 @@ def test_explain_for_the_device_here(capsys, intel_cpu_context):
     status = main(["explain", "opencl_auto_kernels:gemv_auto", "--target", "opencl", "--stage", "opencl",
                    "--opencl-device", "here"])
     out, _ = capsys.readouterr()
-    assert status == 0 and "a work-item per element, each reduction in" in out and "(cost model on Intel(R)" in out
+    assert status == 0 and "a work-item per 4 elements, unrolled and jammed" in out and "(cost model on Intel(R)" in out
     assert "work-group per element of 16 ≈" in out
 
 

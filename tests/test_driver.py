@@ -18,7 +18,7 @@ def test_the_c_and_opencl_passes_in_order():
     assert driver.pass_names(driver.opencl_passes(Options())) == (
         "core", "anf", "inline_every_call", *REWRITES, "optimise", "map_fission", "reassociate_folds",
         "auto_reductions", "shape", "dps", "simplify_allocs",
-        "beta_reduce_scalar_lets", "dpia_strategies", "plan_opencl", "stage_rows", "stage_tiles", "vectorize", "opencl")
+        "beta_reduce_scalar_lets", "dpia_strategies", "unroll_jam", "plan_opencl", "stage_rows", "stage_tiles", "vectorize", "opencl")
 
 
 def test_each_rewrite_is_a_pass_its_option_switches():

@@ -20,7 +20,9 @@ from fsmooth.options import OpenCLReduction, Options, default_options
 from opencl_oclgrind import run_under_oclgrind
 from test_corpus import assert_close
 
-SIZES = (0, 1, 2, 1023, 1025, 100_003)  # empty, tiny, around a group's 1024 elements, large
+# empty, tiny, around a GPU group's 1024 elements, past a CPU work-item's block of 4096 and its
+# group's 65536, large
+SIZES = (0, 1, 2, 1023, 1025, 4097, 65537, 100_003)
 PARALLEL = ("sum_f", "sum_d", "prod_f", "prod_d", "min_f", "max_d", "max_sum", "max_index", "normalise")
 
 
@@ -260,23 +262,67 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     assert len(re.findall(r"\bm\[", staged)) == 1 and len(re.findall(r"\bm\[", unstaged)) == 2
 
 
-def test_a_cpu_folds_each_row_in_vectors_of_its_own():
-    """gemv on a CPU of 16-wide vectors: per row, n // 16 trips of one vector load of the row and
-    one of x (no guard, no gather: all in range), the 16 lanes combined, then n mod 16 scalar
-    trips; the kernel's width hinted, so that the runtime does not vectorise across work-items;
-    each loop's count computed once, before its loop."""
+def test_a_cpu_folds_four_rows_at_once_in_vectors_of_its_own():
+    """gemv on a CPU of 16-wide vectors: a work-item per 4 rows (dpia.unroll_jam), whose folds
+    are one loop of n // 16 trips, each a vector load of each row and of x (no guard, no gather:
+    all in range; x's 4 loads one after the optimising compiler's CSE), then each row's 16 lanes
+    combined, then the n mod 16 scalar trips of the 4 rows in one loop; the rows past the last
+    multiple of 4 one by one, each the loop of one row; the kernel's width hinted, so that the
+    runtime does not vectorise across work-items; each loop's count computed once, before its
+    loop."""
     cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 16)
-    source = auto.gemv_auto.with_options(opencl_device=cpu).opencl_artifact().source
-    kernel = source[source.index("__kernel"):]
+    artifact = auto.gemv_auto.with_options(opencl_device=cpu).opencl_artifact()
+    kernel = artifact.source[artifact.source.index("__kernel"):]
     assert kernel.startswith("__kernel __attribute__((vec_type_hint(float16))) void")
-    bulk = re.search(r"const int64_t (\w+) = fs_shift_floor_i64\(x_d0, 4\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; "
-                     r"\2\+\+\) \{\n(.*)\n\s*\}", kernel)
-    assert bulk and bulk.group(3).count("vload16(") == 2 and "[" not in bulk.group(3)
-    rest = re.search(r"const int64_t (\w+) = fs_mask_mod_i64\(x_d0, 15\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; ", kernel)
-    assert rest and kernel.count("vload16(") == 2 and "vstore16(" in kernel
-    # the GPU's source has neither the hint nor the counts before the loops
+    assert _work(artifact, 4098) == [(1280, 256)]  # 1,025 blocks, the last of 2 rows
+    loops = re.findall(r"const int64_t (\w+) = fs_shift_floor_i64\(x_d0, 4\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; "
+                       r"\2\+\+\) \{\n((?:.*\n)*?)\s*\}", kernel)
+    jammed, alone = (body.strip().splitlines() for _, _, body in loops)
+    assert len(jammed) == 4 and all(line.count("vload16(") == 2 and "[" not in line for line in jammed)
+    assert len(alone) == 1 and alone[0].count("vload16(") == 2
+    rest = re.findall(r"const int64_t (\w+) = fs_mask_mod_i64\(x_d0, 15\);\n\s*for \(int64_t (\w+) = 0; \2 < \1; "
+                      r"\2\+\+\) \{\n((?:.*\n)*?)\s*\}", kernel)
+    assert [body.count("acc") for _, _, body in rest] == [8, 2]
+    assert kernel.count("vload16(") == 10 and kernel.count("vstore16(") == 5
+    assert "fs_checked" not in kernel  # the rows' indices need no overflow test
+    # the GPU's source has neither the hint nor the counts before the loops, nor blocks of rows
     gpu = auto.gemv_auto.opencl_artifact().source
-    assert "vec_type_hint" not in gpu and "fs_trips" not in gpu
+    assert "vec_type_hint" not in gpu and "fs_trips" not in gpu and "jammed" not in gpu
+
+
+def test_jammed_rows_are_right_at_every_row_count(intel_cpu_context):
+    """gemv with 4 rows a work-item on Intel's CPU device: 0 to 9 rows (no block, whole blocks,
+    and 1 to 3 rows past them) of 1, 15, 16, 17 and 40 columns (no whole vector, whole vectors
+    only, and both)."""
+    gemv = auto.gemv_auto  # compiled for the context's device
+    assert "jammed" in gemv.opencl_artifact(intel_cpu_context.devices[0]).source
+    rng = np.random.default_rng(12)
+    for rows in range(10):
+        for cols in (1, 15, 16, 17, 40):
+            m = rng.standard_normal((rows, cols)).astype(np.float32)
+            x = rng.standard_normal(cols).astype(np.float32)
+            got = gemv.opencl(m, x, context=intel_cpu_context)
+            assert got.shape == (rows,)
+            assert_close(got, _np_rows("gemv_auto", m, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cpu_folds_contiguous_blocks_in_vectors_of_its_own():
+    """dot on a CPU of 16-wide vectors: each work-item folds a block of 4,096 consecutive elements
+    (a group of 16 work-items 65,536), a step one test of its vector's last element and a vector
+    load of each array, the tests of each lane only where that fails (the end of the array); the
+    kernel's width hinted; the GPU's layout as before (strided shares, 4-wide vectors of the
+    group's lanes)."""
+    cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 16)
+    artifact = blas.dot_auto.with_options(opencl_device=cpu).opencl_artifact()
+    kernel = artifact.source[artifact.source.index("__kernel"):]
+    assert kernel.startswith("__kernel __attribute__((vec_type_hint(float16))) void")
+    assert "each of its 16 work-items folding a contiguous block" in artifact.source
+    assert _work(artifact, 2 ** 20 + 1) == [(17 * 16, 16)]
+    bulk = re.search(r"for \(int64_t q = 0; q < 256; q\+\+\) \{\n\s*if \(([^\n]*)\) \{\n((?:.*\n){5})", kernel)
+    assert bulk and bulk.group(1).count("<") == 1 and bulk.group(2).count("vload16(") == 2
+    assert "[" not in bulk.group(2) and "fs_checked" not in kernel
+    gpu = blas.dot_auto.opencl_artifact()
+    assert "vec_type_hint" not in gpu.source and _work(gpu, 2 ** 20) == [(64 * 256, 256)]
 
 
 def test_a_short_fold_known_when_compiling_stays_sequential():
@@ -482,18 +528,27 @@ def test_small_sizes_under_oclgrind_have_no_race_or_out_of_bounds():
         assert [launch.kernel for launch in wide.opencl_executable().last_profile] == ["ml_softmax_rows_fallback_k"]
         check(auto.l2_normalised_rows, rng.standard_normal((2, 20)), local=8)
         # a CPU's choices (fsmooth.cost_model): softmax a group of one 4-wide vector per row, gemv a
-        # work-item per row folding it in 4-wide vectors of its own (rows of 37: 9 vectors and 1,
-        # of 3: no whole vector)
+        # work-item per 4 rows folding them in 4-wide vectors of their own (rows of 37: 9 vectors
+        # and 1, of 3: no whole vector; 3 rows: the last rows alone, 9 rows: 2 blocks and 1)
         from fsmooth.cost_model import DeviceDescription
         cpu = DeviceDescription("a CPU", "cpu", 2, 8192, "global", 262144, 128, 4)
         softmax = vision.softmax_rows_f32.with_options(opencl_device=cpu)
         assert "each of its 4 lanes" in softmax.with_options(opencl_reduction=OpenCLReduction(local=32)).opencl_artifact().source
         check(softmax, m, local=32)
         gemv = auto.gemv_auto.with_options(opencl_device=cpu)
+        assert "jammed" in gemv.opencl_artifact().source
         assert "each reduction in 4-wide vectors of its own" in gemv.opencl_artifact().source
         check(gemv, m, rng.standard_normal(37).astype(np.float32))
         check(gemv, m[:, :3], rng.standard_normal(3).astype(np.float32))
+        check(gemv, rng.standard_normal((9, 37)).astype(np.float32), rng.standard_normal(37).astype(np.float32))
         check(auto.row_sums.with_options(opencl_device=cpu), rng.standard_normal((2, 13)))  # doubles: 2 a vector
+        # a CPU's folds: each work-item a block of 4,096 elements, a group of 4 of them 16,384 (3
+        # groups for 40,000, the last partial), in 4 floats' vectors (2 doubles, integers alone)
+        for n in (0, 5, 40_000):
+            x = rng.standard_normal(n)
+            check(auto.sum_f.with_options(opencl_device=cpu), x.astype(np.float32))
+            check(auto.max_sum.with_options(opencl_device=cpu), x)
+            check(auto.max_index.with_options(opencl_device=cpu), (x * 1000).astype(np.int64))
     """, timeout=900)
     assert ok, report
 

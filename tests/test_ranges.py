@@ -163,6 +163,14 @@ def test_ranges_and_proofs():
     assert in_range(1 + i + 256 * j, n, strided) is not None
     assert in_range(2 + i + 256 * j, n, strided) is None
     assert in_range(i + 256 * j - 1, n, strided) is None  # -1 at i = j = 0
+    # or plus what the loops bound by a constant: a guard on a vector's last element (16 q + 15)
+    # proves its lanes' reads, u the vectors' first lane (one vector: 0) and k a lane
+    q, u = sympy.symbols("q u", integer=True)
+    vectors = Ranges().inside(q, n).inside(u, sympy.Integer(0)).given(16 * q + 15, n - 1)
+    assert all(in_range(16 * q + u + k, n, vectors) is not None for k in range(16))
+    assert in_range(16 * q + u + 16, n, vectors) is None
+    two_vectors = Ranges().inside(q, n).inside(u, sympy.Integer(1)).given(16 * q + 15, n - 1)
+    assert in_range(16 * q + u + 15, n, two_vectors) is None
 
 
 @fs.kernel
