@@ -12,6 +12,8 @@ not bound: its value's phrase stands for the variable where it is used.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import sympy
 
 from fsmooth.dps import ir as d
@@ -112,8 +114,8 @@ def as_exp(acc: p.Phrase) -> p.Phrase:
     match acc:
         case p.Ident(name, p.AccT(data)):
             return p.Ident(name, p.ExpT(data))
-        case p.Shift(base, offset, data):
-            return p.Shift(as_exp(base), offset, data)
+        case p.Shift(base):
+            return dataclasses.replace(acc, base=as_exp(base))  # its offset, data and stride
         case p.Idx(arr, index, elem, length, checked, loc):
             return p.Idx(as_exp(arr), index, elem, length, checked, loc)
         case p.Record(items, data):

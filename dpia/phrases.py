@@ -616,6 +616,20 @@ def free_identifiers(c: Phrase) -> set:
     return names
 
 
+def identifiers(c: Phrase) -> set:
+    """Every name ``c`` mentions or binds: what a fresh name inside it must not be."""
+    return free_identifiers(c) | {name for ph in walk(c) for name in binders(ph)}
+
+
+def replaced(c: Phrase, table: dict) -> Phrase:
+    """``c`` with each phrase whose id is a key of ``table`` replaced by its value."""
+    if not table:
+        return c
+    if id(c) in table:
+        return table[id(c)]
+    return map_children(lambda child: replaced(child, table), c)
+
+
 def substitute_variable(c: Phrase, name: str, acc: Phrase, exp: Phrase) -> Phrase:
     """``c`` with the variable ``name`` written as ``acc`` and read as ``exp``."""
     match c:

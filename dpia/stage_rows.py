@@ -54,6 +54,7 @@ from fsmooth.types import ArrayT
 
 from . import index_paths as paths
 from . import phrases as p
+from .from_dps import as_exp
 from .hoist_opencl import HoistedBuffer, free_identifiers
 from .index_paths import Alias, BufferVariable, ScalarVariable, SymbolicInteger, index_symbol
 from .strategy_check import root
@@ -143,7 +144,7 @@ class _Kernel:
             rows = dict.fromkeys(a.base for s in self._sites(body, env, ranges) for a in s.accesses
                                  if self._input_row(a.base, loop.index))
             for row in rows:
-                body = _replaced(body, self._stage(row, self._sites(body, env, ranges), body))
+                body = p.replaced(body, self._stage(row, self._sites(body, env, ranges), body))
         sites = self._sites(body, env, ranges)
         for name in dict.fromkeys(root(a.base) for s in sites for a in s.accesses):
             kept = self._into_output(name, loop, sites, body)
@@ -178,7 +179,7 @@ class _Kernel:
         for j in later:
             reads = {id(a.node): dataclasses.replace(a.node, arr=exp) for a in sites[j].accesses
                      if a.base == row and a.owned}
-            replace[id(sites[j].loop)] = _replaced(sites[j].loop, reads)
+            replace[id(sites[j].loop)] = p.replaced(sites[j].loop, reads)
         return replace
 
     def _reused_row(self, row: p.Phrase, sites: list, last: int, body: p.Phrase):
@@ -194,7 +195,7 @@ class _Kernel:
                 and not any(a.base == row for s in sites[last + 1:] for a in s.accesses)
                 and _mentions_before(body, loop, name) == 0 and self._fenced(name, sites, body)):
             return None
-        return target, _as_exp(target)
+        return target, as_exp(target)
 
     def _fenced(self, name: str, sites: list, body: p.Phrase) -> bool:
         """Whether a barrier follows every access to the row ``name`` of a work-item other than
@@ -215,7 +216,7 @@ class _Kernel:
         buf = HoistedBuffer(self.names.fresh(f"staged_{root(row)}"), "local", p.scalar_of(data), sympy.sympify(data.size))
         self.buffers[buf.name] = buf
         acc = p.Shift(p.Ident(buf.name, p.AccT(p.Arr(buf.count, data.elem))), sympy.Integer(0), data)
-        return acc, _as_exp(acc)
+        return acc, as_exp(acc)
 
     def _into_output(self, name: str, loop: p.ParFor, sites: list, body: p.Phrase) -> p.Phrase | None:
         """``body`` with the global row ``name``, one copy per group, kept in the group's output
@@ -234,7 +235,7 @@ class _Kernel:
             return None
         self.released.add(name)
         out = {p.AccT: p.Ident(loop.out, p.AccT(loop.elem)), p.ExpT: p.Ident(loop.out, p.ExpT(loop.elem))}
-        return _replaced(body, {id(a.base): out[type(a.base.base.type)] for a in accesses})
+        return p.replaced(body, {id(a.base): out[type(a.base.base.type)] for a in accesses})
 
     # -- a local loop's accesses to rows
     def _accesses(self, loop: p.ParFor, env: dict, ranges) -> tuple:
@@ -380,7 +381,7 @@ def _store_after_read(body: p.Phrase, read: p.Idx, acc: p.Phrase, exp: p.Phrase)
             case p.Assign(p.Ident(name, p.AccT(p.Num() as data)), value) if value is read:
                 return p.Seq((c, p.Assign(store, p.Ident(name, p.ExpT(data)))))
             case p.Assign(target, value) if any(node is read for node in p.walk(value)):
-                staged = _replaced(value, {id(read): dataclasses.replace(read, arr=exp)})
+                staged = p.replaced(value, {id(read): dataclasses.replace(read, arr=exp)})
                 return p.Seq((p.Assign(store, read), p.Assign(target, staged)))
         return p.map_children(rewrite, c)
 
@@ -417,16 +418,3 @@ def _mentions_before(body: p.Phrase, loop: p.ParFor, name: str) -> int:
             return count
         count += _mentions(leaf, name)
     return count
-
-
-def _as_exp(view: p.Shift) -> p.Shift:
-    return dataclasses.replace(view, base=p.Ident(view.base.name, p.ExpT(view.base.type.data)))
-
-
-def _replaced(c: p.Phrase, table: dict) -> p.Phrase:
-    """``c`` with each phrase whose id is a key of ``table`` replaced by its value."""
-    if not table:
-        return c
-    if id(c) in table:
-        return table[id(c)]
-    return p.map_children(lambda child: _replaced(child, table), c)

@@ -33,6 +33,7 @@ from fsmooth.names import NameSupply
 from fsmooth.types import ArrayT
 
 from . import phrases as p
+from .from_dps import as_exp
 from .hoist_opencl import MAX_LOCAL, HoistedBuffer, nest_dimension
 
 LANES = 32  # a tile's rows: the work-group's size along dimension 0
@@ -70,7 +71,7 @@ def _staged(phase, inputs: frozenset, buffers: dict, names: NameSupply, notes: l
     sources = dict.fromkeys(read.arr.arr for read in _walked_rows(loop.body, inputs, index, False))
     if not sources:
         return None
-    taken = NameSupply(p.free_identifiers(phase.body) | {n for c in p.walk(phase.body) for n in p.binders(c)})
+    taken = NameSupply(p.identifiers(phase.body))
     body, stages = loop.body, []
     for source in sources:
         row = source.type.data.elem  # Arr(d, num)
@@ -81,13 +82,12 @@ def _staged(phase, inputs: frozenset, buffers: dict, names: NameSupply, notes: l
         flat = p.Arr(buf.count, p.Num(buf.elem))
         offset = sympy.Symbol(lane, integer=True)
         tile = p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, row, sympy.Integer(LANES))
-        view = p.Shift(p.Ident(buf.name, p.ExpT(flat)), offset, row, sympy.Integer(LANES))
-        body = _read_from(body, source, index, view)
+        body = _read_from(body, source, index, as_exp(tile))
         stages.append((source, tile, lane))
         notes.append(f"the rows of {source.name} that the nest's loop over {index} walks are staged in local memory, "
                      f"transposed: {LANES} rows a work-group of {LANES} × {MAX_LOCAL // LANES} (the kernel as it was where "
                      f"they exceed the device's local memory)")
-    staged = _replaced(phase.body, loop, dataclasses.replace(loop, body=body))
+    staged = p.replaced(phase.body, {id(loop): dataclasses.replace(loop, body=body)})
     for source, tile, lane in reversed(stages):
         staged = p.StagedRows(source, tile, LANES, lane, staged)
     tile = (LANES, MAX_LOCAL // LANES) + (1,) * (len(phase.global_size) - 2)
@@ -112,10 +112,4 @@ def _read_from(c: p.Phrase, source: p.Ident, index: str, view: p.Shift) -> p.Phr
         case p.Idx(p.Idx(p.Ident() as arr, p.Ident(i)), _) if arr == source and i == index:
             return dataclasses.replace(c, arr=view)
     return p.map_children(lambda child: _read_from(child, source, index, view), c)
-
-
-def _replaced(c: p.Phrase, old: p.Phrase, new: p.Phrase) -> p.Phrase:
-    if c is old:
-        return new
-    return p.map_children(lambda child: _replaced(child, old, new), c)
 

@@ -46,8 +46,7 @@ def unroll_jam_program(program: p.ImperativeProgram) -> p.ImperativeProgram:
 
 def _names(k: p.ImperativeKernel) -> NameSupply:
     """Fresh names for ``k``: none of its parameters, sizes, destination or binders."""
-    bound = {name for ph in p.walk(k.body) for name in p.binders(ph)}
-    return NameSupply(bound | set(k.param_phrases) | {s.name for s in k.sizes} | {k.dest} | p.free_identifiers(k.body))
+    return NameSupply(p.identifiers(k.body) | set(k.param_phrases) | {s.name for s in k.sizes} | {k.dest})
 
 
 def _unroll_jam(c: p.Phrase, names: NameSupply) -> p.Phrase:
