@@ -9,10 +9,12 @@ Kernels run in order, so what one writes the next reads.  Sequential commands af
 a single work-group join it as its ``tail`` (after a barrier, one work-item runs them): the copy
 of a reduction's total into the result costs no launch of its own.  A top-level ``new`` used by one
 kernel stays in it; one shared by several becomes a 'temp' buffer (a scalar: of one element).
-An integer ``let`` at the top that is pure size arithmetic (``n = length(x)``, ``(n + 2047) //
-2048``: written once, from sizes, integer scalar parameters and other such lets) is neither:
-each kernel that uses it recomputes it, which costs a few integer operations where a one
-work-item kernel and a temp buffer would cost a launch.
+A scalar ``let`` at the top that is pure arithmetic of sizes (``n = length(x)``, ``(n + 2047) //
+2048``, GMM's ``-0.5 · double(n) · double(d) · log 2π``: written once, from sizes, scalar parameters
+and other such lets, with no read of memory, no call and no floating-point division) is neither:
+each kernel that uses it recomputes it, which costs a few operations where a one work-item kernel
+and a temp buffer would cost a launch (some 6 µs of device time on an H200, the time of the
+launch that GMM's objective then no longer has).
 
 One launch for a two-phase reduction.  A kernel of work-groups (a workgroup loop: the first phase
 of a reduction, one partial per group) followed by a kernel of one work-group that reads what
@@ -146,8 +148,8 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
     read_only = sizes | {name for name, _, _ in k.params}  # the kernel's parameters and sizes
     names = NameSupply(taken, suffix="_buf", separator="")  # r_buf, r_buf1, ...
     news, leaves = _spine(_forms(k.body))
-    integer_params = {name for name, ty, _ in k.params if ty in (Index, Card)}
-    lets = _recomputed_lets(news, leaves, integer_params)
+    scalar_params = {name for name, ty, _ in k.params if isinstance(ty, Scalar)}
+    lets = _recomputed_lets(news, leaves, scalar_params)
     groups = _phases([leaf for leaf in leaves if not any(leaf is let for let in lets.values())])
     buffers: dict = {}
     bodies = [p.seq(*cmds) for _, cmds in groups]
@@ -390,22 +392,26 @@ def _phases(leaves: list):
     return groups or [(True, [p.Skip()])]
 
 
-def _recomputed_lets(news: list, leaves: list, integer_params: set) -> dict:
-    """name -> its one assignment, for the top-level integer ``new``s that each kernel using
-    them can recompute: written once, at the top, with pure size arithmetic."""
+def _recomputed_lets(news: list, leaves: list, scalar_params: set) -> dict:
+    """name -> its one assignment, for the top-level scalar ``new``s that each kernel using
+    them can recompute: written once, at the top, with pure arithmetic of sizes."""
     lets: dict = {}
     for new in news:  # outermost first: a let's value may use the lets around it
-        if new.arena_offset is not None or not _integer(new.data):
+        if new.arena_offset is not None or not _scalar(new.data):
             continue
         writes = [leaf for leaf in leaves if _writes_to(leaf, new.name)]
         if len(writes) == 1 and isinstance(writes[0], p.Assign) and writes[0].acc == p.Ident(
-                new.name, p.AccT(new.data)) and _size_arithmetic(writes[0].exp, integer_params | set(lets)):
+                new.name, p.AccT(new.data)) and _size_arithmetic(writes[0].exp, scalar_params | set(lets)):
             lets[new.name] = writes[0]
     return lets
 
 
 def _integer(d: p.Data) -> bool:
     return isinstance(d, p.IdxT) or (isinstance(d, p.Num) and d.scalar in (Index, Card))
+
+
+def _scalar(d: p.Data) -> bool:
+    return _integer(d) or (isinstance(d, p.Num) and d.scalar in (Double, Float))
 
 
 def _writes_to(c: p.Phrase, name: str) -> bool:
@@ -415,17 +421,22 @@ def _writes_to(c: p.Phrase, name: str) -> bool:
 
 
 def _size_arithmetic(e: p.Phrase, scalars: set) -> bool:
-    """Integer arithmetic on sizes and the integer scalars ``scalars``: no memory read, no call
-    (the kind ``dpia.codegen_c`` keeps symbolic; a division by zero is still checked)."""
+    """Arithmetic on sizes and the scalars ``scalars``: no memory read, no call; integers as
+    ``dpia.codegen_c`` keeps them symbolic (a division by zero is still checked), floating-point
+    numbers by + - * and conversions, which cannot fail."""
     match e:
         case p.Ident(name):
             return name in scalars
         case p.Literal(_, data):
-            return _integer(data)
+            return _scalar(data)
         case p.NatExp():
             return True
-        case p.ScalarOp("add" | "sub" | "mul" | "neg" | "floordiv" | "mod" | "to_Index", args):
+        case p.ScalarOp("add" | "sub" | "mul" | "neg", args):
+            return _scalar(p.data_of(e)) and all(_size_arithmetic(a, scalars) for a in args)
+        case p.ScalarOp("floordiv" | "mod" | "to_Index", args):
             return _integer(p.data_of(e)) and all(_size_arithmetic(a, scalars) for a in args)
+        case p.ScalarOp("to_Double" | "to_Float", args):
+            return all(_size_arithmetic(a, scalars) for a in args)
     return False
 
 

@@ -67,6 +67,14 @@ def normalise(x: Array[Float]) -> Array[Float]:
     return fs.build(length(x), lambda i: x[i] / (total + f32(1.0)))
 
 
+@fs.kernel
+def offset_sum(x: Array[Double], w: Double) -> Double:
+    """A scalar of a size and a scalar parameter let-bound before a reduction: each launch that
+    uses it computes it (``dpia.hoist_opencl``), no launch of one work-item computes it first."""
+    offset = -0.5 * length(x) * w + 1.0
+    return ifold(lambda acc, i: acc + x[i], 0.0, length(x)) * offset
+
+
 ORACLES = {
     "sum_f": lambda x: float(np.sum(x, dtype=np.float64)),
     "sum_d": lambda x: 1.5 + float(np.sum(x)),

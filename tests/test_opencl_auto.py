@@ -415,8 +415,27 @@ def test_a_reduction_is_one_launch_where_both_phases_bind_a_size_of_their_own():
     from corpus import adbench_gmm
 
     launches = [launch for launch in adbench_gmm.gmm_full_objective.opencl_artifact().launches if not launch.fallback]
-    assert len(launches) == 9
+    assert len(launches) == 8  # and no launch of one work-item for its constant -0.5·n·d·log 2π
+    assert all(launch.global_size != (1,) for launch in launches)
     assert not any(str(launch.global_size[0]) == "256" for launch in launches)  # no launch of one group of 256
+
+
+def test_a_scalar_of_sizes_is_computed_where_it_is_used_not_in_a_launch_of_its_own(intel_cpu_context):
+    """``offset = -0.5 · length(x) · w + 1`` before a reduction: floating-point arithmetic of a
+    size and a scalar parameter, which the reduction's last group computes where it multiplies
+    the total (dpia.hoist_opencl), so the call is one launch, not a launch of one work-item and
+    then the reduction's; the value is the reference's and numpy's at every size."""
+    executable = auto.offset_sum.opencl_executable(intel_cpu_context)
+    assert len(executable.artifact.launches) == 1
+    assert not any(name.startswith("offset") for name in executable.artifact.buffers)  # nor a buffer for it
+    rng = np.random.default_rng(31)
+    for n in (0, 1, 5, 1023, 4097, 100_003):
+        x, w = rng.standard_normal(n), float(rng.uniform(-2, 2))
+        got = executable(x, w)
+        assert len(executable.last_profile) == 1
+        expected = float(np.sum(x)) * (-0.5 * n * w + 1.0)
+        assert_close(got, auto.offset_sum.reference(x, w), rtol=1e-11, atol=1e-11 * max(1.0, n))
+        assert_close(got, expected, rtol=1e-11, atol=1e-11 * max(1.0, n))
 
 
 def test_a_failed_check_in_one_group_fails_the_call_and_leaves_the_counter_at_zero(intel_cpu_context):

@@ -83,8 +83,9 @@ def test_gmm_launch_runs_the_points_on_dimension_0_and_says_why():
     assert gmm_launches(10_000, 2, 5) == [((32, 8), (32, 8)), ((10_016, 8), (32, 8)), ((10_240, 5), (256, 1))]
     assert gmm_launches(10_000, 10, 25)[1:] == [((10_016, 32), (32, 8)), ((10_240, 25), (256, 1))]
     assert gmm_launches(10_000, 64, 200)[1:] == [((10_016, 200), (32, 8))] * 2
-    for kernel in ("_3_k(", "_3_fallback_k("):
-        scores = artifact.source.split(kernel, 1)[1].split("__kernel", 1)[0]
+    fallback = next(launch.kernel for launch in artifact.launches if launch.fallback)
+    for kernel in (fallback.replace("_fallback_k", "_k"), fallback):
+        scores = artifact.source.split(f"{kernel}(", 1)[1].split("__kernel", 1)[0]
         assert "i_1_1 = get_global_id(0)" in scores and "k_2 = get_global_id(1)" in scores
     # what `fsmooth explain --stage opencl` prints first: the candidates, their costs, the choice
     note = next(line for line in strategy_comment(artifact.source).splitlines() if "over i_1_1, k_2" in line)
