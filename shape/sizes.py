@@ -99,6 +99,14 @@ def equal(a, b) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
+def fraction(e: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """(numerator, denominator) of ``e`` over one denominator: ``sympy.fraction(sympy.together(e))``,
+    memoised, as the range analysis, code generation and the size printers each ask it of the
+    same quotients (a two-phase reduction's ``(n + 16383)/16384`` in every index of its loops)."""
+    return sympy.fraction(sympy.together(e))
+
+
+@functools.lru_cache(maxsize=4096)
 def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
     """``simplify(a - b) == 0``, refuted first where ``a - b`` is nonzero at a natural point
     (``natural_samples``): shapes are compared with every parameter's and every branch's, mostly
