@@ -92,12 +92,19 @@ class Ranges:
         symbols, used = set(sympy.sympify(e).free_symbols), []
         for variable, lo, hi in reversed(self.loops):
             if variable in symbols:
-                used.append(f"{lo} <= {variable} <= {hi}")
+                used.append(f"{_shown(lo)} <= {_shown(variable)} <= {_shown(hi)}")
                 symbols |= sympy.sympify(lo).free_symbols | sympy.sympify(hi).free_symbols
         used.reverse()
-        used += [f"{fact} <= {hi}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
-        used += [f"{d} != 0 (tested)" for d in sorted(self.nonzero, key=str) if d.free_symbols & symbols]
+        used += [f"{_shown(fact)} <= {_shown(hi)}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
+        used += [f"{_shown(d)} != 0 (tested)" for d in sorted(self.nonzero, key=_shown) if d.free_symbols & symbols]
         return tuple(used)
+
+
+@lru_cache(maxsize=4096)
+def _shown(e: sympy.Expr) -> str:
+    """``str(e)``, memoised: sympy's printer takes long, and a proof names the same loops as the
+    proofs before it (``Ranges.facts_about``)."""
+    return str(e)
 
 
 # ---------------------------------------------------------------------- nested ranges (DPS)
@@ -233,6 +240,7 @@ def direction(f: sympy.Expr, s: sympy.Symbol, ranges: Ranges):
     return None
 
 
+@lru_cache(maxsize=4096)
 def _difference(f: sympy.Expr, s: sympy.Symbol):
     """An expression with the sign of f(s+1) - f(s) wherever that is nonzero: the difference
     itself for a polynomial; for ``R ± floor(A)`` (R integer) the difference of ``A ± R``, as
@@ -354,18 +362,27 @@ def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
 def min_max(kind: type, args) -> sympy.Expr:
     """``kind(*args)`` (``sympy.Min`` or ``sympy.Max``), built at once where sympy would keep every
     argument: none is a Min or Max (which sympy flattens or rewrites; one inside another function
-    it leaves) and each pair's difference takes both signs (``signs_taken``), so that sympy, which
+    it leaves) and no pair is one whose larger sympy finds (``_comparable``), so that sympy, which
     compares every pair with assumption queries each time it builds one (``substitute`` rebuilds
-    many), proves neither the larger."""
+    many, ``dps.layout`` adds a kernel's peaks one at a time), compares each pair once."""
     return _min_max(kind, tuple(dict.fromkeys(map(sympy.sympify, args))))
 
 
 @lru_cache(maxsize=4096)
 def _min_max(kind: type, args: tuple) -> sympy.Expr:
-    if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and all(
-            signs_taken(x - y) == (True, True) for k, x in enumerate(args) for y in args[k + 1:]):
+    if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and not any(
+            _comparable(kind, x, y) for k, x in enumerate(args) for y in args[k + 1:]):
         return kind(*args, evaluate=False)
     return kind(*args)
+
+
+@lru_cache(maxsize=4096)
+def _comparable(kind: type, x: sympy.Expr, y: sympy.Expr) -> bool:
+    """Whether sympy, building ``kind`` of x, y and others, finds which of x and y is the larger
+    (its ``_is_connected``, which it asks of each pair of arguments): never where x - y takes both
+    signs (``signs_taken``), as sympy proves nothing that a point contradicts; else its own
+    answer, memoised by pair, where sympy asks it again of every pair each time it builds a Max."""
+    return signs_taken(x - y) != (True, True) and bool(kind._is_connected(x, y))
 
 
 def substitute(e: sympy.Expr, mapping: dict) -> sympy.Expr:
@@ -393,7 +410,7 @@ def replaced(e: sympy.Expr, kind: type, value) -> sympy.Expr:
         if rv.args:
             args = tuple(walk(a) for a in rv.args)
             if args != rv.args:
-                new = rv.func(*args)
+                new = min_max(rv.func, args) if isinstance(rv, (sympy.Min, sympy.Max)) else rv.func(*args)
                 # sympy's simultaneous replacement: a node that became one of its rewritten
                 # operands is not rewritten again
                 if any(new == old and old != a for old, a in zip(rv.args, args)):
@@ -545,10 +562,18 @@ def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     for _, lo, hi in ranges.loops:
         if lo != 0:
             continue
-        q = sympy.cancel(sympy.expand(hi + 1) / d)
-        if sympy.fraction(q)[1] == 1 and q.is_polynomial() and nonnegative(q, ranges):
+        q = _cofactor(hi + 1, d)
+        if q is not None and nonnegative(q, ranges):
             return True
     return False
+
+
+@lru_cache(maxsize=4096)
+def _cofactor(count: sympy.Expr, d: sympy.Expr) -> sympy.Expr | None:
+    """The polynomial q with count = d·q, or None: asked of each loop in scope wherever ``positive``
+    is, and the loops are mostly the same."""
+    q = sympy.cancel(sympy.expand(count) / d)
+    return q if sympy.fraction(q)[1] == 1 and q.is_polynomial() else None
 
 
 # ---------------------------------------------------------------------- what the ranges decide about an index
@@ -595,6 +620,26 @@ def _recombine(e: sympy.Expr) -> sympy.Expr:
 def _split(arg: sympy.Expr, ranges: Ranges):
     """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den); with
     r = -1 and den ≥ 1 provable: (q - 1, (den - 1)/den)."""
+    parts = _divided(arg)
+    if parts is None:
+        return None
+    den, quotient, remainder = parts
+    extent = bounds(remainder, ranges)
+    if extent is None:
+        return None
+    lo, hi = extent.lo, extent.hi
+    if nonnegative(lo, ranges) and nonnegative(den - 1 - hi, ranges):
+        return quotient, remainder / den
+    if lo == hi == -1 and positive(den, ranges):
+        return quotient - 1, (remainder + den) / den
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _divided(arg: sympy.Expr):
+    """(den, q, r) for arg = num/den, den ≠ 1, with num = q·den + r: q the terms of num that den
+    divides, over each term's quotient; None where den is 1.  Apart from ``_split``, which asks it
+    again under every loop nest that the same division meets."""
     num, den = fraction(arg)
     if den == 1:
         return None
@@ -605,15 +650,7 @@ def _split(arg: sympy.Expr, ranges: Ranges):
             quotient += q
         else:
             remainder += term
-    extent = bounds(remainder, ranges)
-    if extent is None:
-        return None
-    lo, hi = extent.lo, extent.hi
-    if nonnegative(lo, ranges) and nonnegative(den - 1 - hi, ranges):
-        return quotient, remainder / den
-    if lo == hi == -1 and positive(den, ranges):
-        return quotient - 1, (remainder + den) / den
-    return None
+    return den, quotient, remainder
 
 
 @lru_cache(maxsize=4096)
