@@ -587,11 +587,11 @@ def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 
     def floor_div(arg):
         split = _split(arg, ranges)
-        return split[0] if split is not None else None
+        return None if split is None else split[0]
 
     def modulo(a, m):
         split = _split(a / m, ranges)
-        return split[1] * m if split is not None else None
+        return None if split is None else split[1] * m
 
     e = replaced(e, sympy.floor, floor_div)
     e = replaced(e, sympy.Mod, modulo)
