@@ -43,7 +43,7 @@ from fsmooth.errors import CompileError
 from fsmooth.foreign import ForeignUse, called_foreign, foreign_names
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import C_CHECKED, print_condition
-from fsmooth.shape.sizes import size_symbol
+from fsmooth.shape.sizes import fraction, size_symbol
 from fsmooth.types import BYTES, C_TYPE, ArrayT, element_scalar
 
 from . import phrases as p
@@ -354,11 +354,11 @@ def size_divisors(e) -> list:
                     visit(cond)
                 return
             case sympy.floor() | sympy.ceiling():
-                found.append(sympy.fraction(sympy.together(sub.args[0]))[1])
+                found.append(fraction(sub.args[0])[1])
             case sympy.Mod():
                 found.append(sub.args[1])
             case sympy.Expr() if sub.is_Add or sub.is_Mul:
-                found.append(sympy.fraction(sympy.together(sub))[1])
+                found.append(fraction(sub)[1])
         for arg in sub.args:
             visit(arg)
 

@@ -64,6 +64,7 @@ from fsmooth.clib import HEADER_DIR, SCALAR_HEADER
 from fsmooth.cost_model import GENERIC_GPU, DeviceDescription
 from fsmooth import prims
 from fsmooth.artifact import result_components
+from fsmooth.dps.ranges import substitute
 from fsmooth.errors import CompileError
 from fsmooth.foreign import called_foreign, foreign_names
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
@@ -352,7 +353,7 @@ class _OpenCLEmitter(KernelEmitter):
     def fitting(self) -> tuple:
         """What the host tests for this kernel (``before_the_body``), in the kernel's size symbols."""
         size_of = {self.size_names[s.name]: s for s in self.k.sizes}
-        return tuple(_where_computed(e.xreplace({c: size_of[c.name] for c in e.free_symbols}))
+        return tuple(_where_computed(substitute(e, {c: size_of[c.name] for c in e.free_symbols}))
                      for e in map(sympy.sympify, self.fitting_on_host))
 
     def loop_count(self, bound: str) -> tuple[list[str], str]:

@@ -153,14 +153,17 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
     groups = _phases([leaf for leaf in leaves if not any(leaf is let for let in lets.values())])
     buffers: dict = {}
     bodies = [p.seq(*cmds) for _, cmds in groups]
+    mentioned = [free_identifiers(body) for body in bodies]  # kept as bodies change: one walk each
     for new in reversed(news):
-        users = [j for j, body in enumerate(bodies) if new.name in free_identifiers(body)]
+        users = [j for j, names_of_body in enumerate(mentioned) if new.name in names_of_body]
         if new.name in lets:
             # inner lets were placed first, so this one ends up outside them, as in the program
             for j in users:
                 bodies[j] = replace(new, body=p.seq(lets[new.name], bodies[j]))
+                mentioned[j] = free_identifiers(bodies[j])
         elif len(users) == 1:
             bodies[users[0]] = replace(new, body=bodies[users[0]])
+            mentioned[users[0]] = free_identifiers(bodies[users[0]])
         elif users:
             # shared between kernels: global memory outlives a kernel, local and private do not
             if new.arena_offset is not None:
@@ -178,6 +181,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
                     bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
                 else:
                     bodies[j] = p.substitute_variable(bodies[j], new.name, acc, exp)
+                mentioned[j] = free_identifiers(bodies[j])
     phases, notes = [], []
     for (sequential, _), body in zip(groups, bodies):
         outer = ("seq",) if sequential else ()
@@ -396,10 +400,11 @@ def _recomputed_lets(news: list, leaves: list, scalar_params: set) -> dict:
     """name -> its one assignment, for the top-level scalar ``new``s that each kernel using
     them can recompute: written once, at the top, with pure arithmetic of sizes."""
     lets: dict = {}
+    written = [_written(leaf) for leaf in leaves]
     for new in news:  # outermost first: a let's value may use the lets around it
         if new.arena_offset is not None or not _scalar(new.data):
             continue
-        writes = [leaf for leaf in leaves if _writes_to(leaf, new.name)]
+        writes = [leaf for leaf, names in zip(leaves, written) if new.name in names]
         if len(writes) == 1 and isinstance(writes[0], p.Assign) and writes[0].acc == p.Ident(
                 new.name, p.AccT(new.data)) and _size_arithmetic(writes[0].exp, scalar_params | set(lets)):
             lets[new.name] = writes[0]
@@ -418,6 +423,11 @@ def _writes_to(c: p.Phrase, name: str) -> bool:
     if isinstance(c, p.Ident) and c.name == name and isinstance(c.type, p.AccT):
         return True
     return any(_writes_to(ph, name) for ph in p.children(c))
+
+
+def _written(c: p.Phrase) -> set:
+    """The names that ``c`` writes (``_writes_to`` each of them), found in one walk."""
+    return {ph.name for ph in p.walk(c) if isinstance(ph, p.Ident) and isinstance(ph.type, p.AccT)}
 
 
 def _size_arithmetic(e: p.Phrase, scalars: set) -> bool:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from fsmooth.shape.sizes import fraction
+
 
 @dataclass(frozen=True)
 class RunningTerm:
@@ -118,7 +120,7 @@ def _as_polynomial(t: sympy.Expr, v: sympy.Symbol) -> sympy.Expr | None:
     exact quotients of polynomials in v alone replaced by the quotients."""
     exact = {}
     for f in t.atoms(sympy.floor):
-        num, den = sympy.fraction(sympy.together(f.args[0]))
+        num, den = fraction(f.args[0])
         if not (den.is_Integer and den > 0 and num.free_symbols <= {v} and num.is_polynomial(v)):
             return None
         if not all(c.is_Integer for c in sympy.Poly(num, v).all_coeffs()):

@@ -34,7 +34,7 @@ from functools import lru_cache
 import sympy
 
 from fsmooth.shape.size_printer import NonnegativeMod, NonnegativeQuotient
-from fsmooth.shape.sizes import natural_samples
+from fsmooth.shape.sizes import fraction, natural_samples
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,19 @@ class Ranges:
         symbols, used = set(sympy.sympify(e).free_symbols), []
         for variable, lo, hi in reversed(self.loops):
             if variable in symbols:
-                used.append(f"{lo} <= {variable} <= {hi}")
+                used.append(f"{_shown(lo)} <= {_shown(variable)} <= {_shown(hi)}")
                 symbols |= sympy.sympify(lo).free_symbols | sympy.sympify(hi).free_symbols
         used.reverse()
-        used += [f"{fact} <= {hi}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
-        used += [f"{d} != 0 (tested)" for d in sorted(self.nonzero, key=str) if d.free_symbols & symbols]
+        used += [f"{_shown(fact)} <= {_shown(hi)}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
+        used += [f"{_shown(d)} != 0 (tested)" for d in sorted(self.nonzero, key=_shown) if d.free_symbols & symbols]
         return tuple(used)
+
+
+@lru_cache(maxsize=4096)
+def _shown(e: sympy.Expr) -> str:
+    """``str(e)``, memoised: sympy's printer takes long, and a proof names the same loops as the
+    proofs before it (``Ranges.facts_about``)."""
+    return str(e)
 
 
 # ---------------------------------------------------------------------- nested ranges (DPS)
@@ -233,6 +240,7 @@ def direction(f: sympy.Expr, s: sympy.Symbol, ranges: Ranges):
     return None
 
 
+@lru_cache(maxsize=4096)
 def _difference(f: sympy.Expr, s: sympy.Symbol):
     """An expression with the sign of f(s+1) - f(s) wherever that is nonzero: the difference
     itself for a polynomial; for ``R ± floor(A)`` (R integer) the difference of ``A ± R``, as
@@ -286,17 +294,31 @@ def nonnegative(e: sympy.Expr, ranges: Ranges = Ranges(), counts: tuple = ()) ->
         least[x] = max(least.get(x, 0 if x in known else 1 - (c - x)), int(1 - (c - x)))
     # x = x' + least with x' ≥ 0
     shifted = sympy.expand(e.xreplace({x: x + b for x, b in least.items() if b != 0}))
-    table = {s: sympy.Dummy(s.name, integer=True, nonnegative=True) for s in known | set(least)}
+    table = {s: _natural(s) for s in known | set(least)}
     if substitute(shifted, table).is_nonnegative:
         return True
     return any(e.coeff(m).is_negative and any(nonnegative(e.subs(m, a), ranges, counts) for a in m.args)
                for m in e.atoms(sympy.Min))
 
 
+@lru_cache(maxsize=4096)
+def _natural(s: sympy.Symbol) -> sympy.Dummy:
+    """A nonnegative integer that stands for ``s`` in ``nonnegative``'s query: one per symbol, so
+    that the terms rebuilt over it (a floor, a Min of sizes, which sympy evaluates by assumption
+    queries as it builds them) are the ones built before, found in sympy's cache with the
+    assumptions already derived, where fresh symbols would make every query new."""
+    return sympy.Dummy(s.name, integer=True, nonnegative=True)
+
+
 def _nonnegative_terms(e: sympy.Expr, known: set) -> bool:
     """A sum of monomials in ``known`` symbols with nonnegative coefficients: ≥ 0 at a glance,
     without sympy's assumption queries (which take milliseconds)."""
-    for monomial, coefficient in e.as_coefficients_dict().items():
+    return _nonnegative_coefficients(e.as_coefficients_dict(), known)
+
+
+def _nonnegative_coefficients(terms: dict, known: set) -> bool:
+    """``_nonnegative_terms`` of the sum of {monomial: coefficient}."""
+    for monomial, coefficient in terms.items():
         if coefficient < 0 or not all(
                 f in known or (isinstance(f, sympy.Pow) and f.base in known and f.exp.is_Integer and f.exp > 0)
                 for f in sympy.Mul.make_args(monomial) if f != 1):
@@ -340,18 +362,27 @@ def relation(kind: type, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
 def min_max(kind: type, args) -> sympy.Expr:
     """``kind(*args)`` (``sympy.Min`` or ``sympy.Max``), built at once where sympy would keep every
     argument: none is a Min or Max (which sympy flattens or rewrites; one inside another function
-    it leaves) and each pair's difference takes both signs (``signs_taken``), so that sympy, which
+    it leaves) and no pair is one whose larger sympy finds (``_comparable``), so that sympy, which
     compares every pair with assumption queries each time it builds one (``substitute`` rebuilds
-    many), proves neither the larger."""
+    many, ``dps.layout`` adds a kernel's peaks one at a time), compares each pair once."""
     return _min_max(kind, tuple(dict.fromkeys(map(sympy.sympify, args))))
 
 
 @lru_cache(maxsize=4096)
 def _min_max(kind: type, args: tuple) -> sympy.Expr:
-    if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and all(
-            signs_taken(x - y) == (True, True) for k, x in enumerate(args) for y in args[k + 1:]):
+    if len(args) > 1 and not any(isinstance(a, (sympy.Min, sympy.Max)) for a in args) and not any(
+            _comparable(kind, x, y) for k, x in enumerate(args) for y in args[k + 1:]):
         return kind(*args, evaluate=False)
     return kind(*args)
+
+
+@lru_cache(maxsize=4096)
+def _comparable(kind: type, x: sympy.Expr, y: sympy.Expr) -> bool:
+    """Whether sympy, building ``kind`` of x, y and others, finds which of x and y is the larger
+    (its ``_is_connected``, which it asks of each pair of arguments): never where x - y takes both
+    signs (``signs_taken``), as sympy proves nothing that a point contradicts; else its own
+    answer, memoised by pair, where sympy asks it again of every pair each time it builds a Max."""
+    return signs_taken(x - y) != (True, True) and bool(kind._is_connected(x, y))
 
 
 def substitute(e: sympy.Expr, mapping: dict) -> sympy.Expr:
@@ -364,6 +395,35 @@ def substitute(e: sympy.Expr, mapping: dict) -> sympy.Expr:
     if all(new is old for new, old in zip(args, e.args)):  # identity: an unchanged sub-term is itself
         return e
     return min_max(e.func, args) if isinstance(e, (sympy.Min, sympy.Max)) else e.func(*args)
+
+
+def replaced(e: sympy.Expr, kind: type, value) -> sympy.Expr:
+    """``e.replace(kind, value)``, bottom up, but each distinct sub-expression rewritten once (sympy
+    walks every occurrence: the group count ``Min(1024, floor((n + 16383)/16384))`` of a two-phase
+    reduction occurs in each of its indices), and a node kept where ``value`` gives None."""
+    done: dict = {}
+
+    def walk(rv: sympy.Basic) -> sympy.Basic:
+        if rv in done:
+            return done[rv]
+        new = rv
+        if rv.args:
+            args = tuple(walk(a) for a in rv.args)
+            if args != rv.args:
+                new = min_max(rv.func, args) if isinstance(rv, (sympy.Min, sympy.Max)) else rv.func(*args)
+                # sympy's simultaneous replacement: a node that became one of its rewritten
+                # operands is not rewritten again
+                if any(new == old and old != a for old, a in zip(rv.args, args)):
+                    done[rv] = new
+                    return new
+            if isinstance(new, kind):
+                v = value(*new.args)
+                if v is not None and v != new:
+                    new = v
+        done[rv] = new
+        return new
+
+    return walk(e)
 
 
 # ---------------------------------------------------------------------- intervals (code generation)
@@ -476,7 +536,7 @@ def _division_interval(e: sympy.Expr, ranges: Ranges):
             a, d = e.args
             return (sympy.Integer(0), d - 1) if positive(d, ranges) else None
         case sympy.floor():
-            num, d = sympy.fraction(sympy.together(e.args[0]))
+            num, d = fraction(e.args[0])
             extent = bounds(num, ranges)
             if d == 1 or extent is None or not positive(d, ranges) or not nonnegative(extent.lo, ranges):
                 return None
@@ -502,10 +562,18 @@ def positive(d: sympy.Expr, ranges: Ranges) -> bool:
     for _, lo, hi in ranges.loops:
         if lo != 0:
             continue
-        q = sympy.cancel(sympy.expand(hi + 1) / d)
-        if sympy.fraction(q)[1] == 1 and q.is_polynomial() and nonnegative(q, ranges):
+        q = _cofactor(hi + 1, d)
+        if q is not None and nonnegative(q, ranges):
             return True
     return False
+
+
+@lru_cache(maxsize=4096)
+def _cofactor(count: sympy.Expr, d: sympy.Expr) -> sympy.Expr | None:
+    """The polynomial q with count = d·q, or None: asked of each loop in scope wherever ``positive``
+    is, and the loops are mostly the same."""
+    q = sympy.cancel(sympy.expand(count) / d)
+    return q if sympy.fraction(q)[1] == 1 and q.is_polynomial() else None
 
 
 # ---------------------------------------------------------------------- what the ranges decide about an index
@@ -519,14 +587,14 @@ def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 
     def floor_div(arg):
         split = _split(arg, ranges)
-        return split[0] if split is not None else sympy.floor(arg)
+        return None if split is None else split[0]
 
     def modulo(a, m):
         split = _split(a / m, ranges)
-        return split[1] * m if split is not None else sympy.Mod(a, m)
+        return None if split is None else split[1] * m
 
-    e = e.replace(sympy.floor, floor_div)
-    e = e.replace(sympy.Mod, modulo)
+    e = replaced(e, sympy.floor, floor_div)
+    e = replaced(e, sympy.Mod, modulo)
     return _recombine(sympy.expand(e))
 
 
@@ -552,16 +620,10 @@ def _recombine(e: sympy.Expr) -> sympy.Expr:
 def _split(arg: sympy.Expr, ranges: Ranges):
     """For arg = num/den with num = q·den + r and 0 ≤ r < den provable: (q, r/den); with
     r = -1 and den ≥ 1 provable: (q - 1, (den - 1)/den)."""
-    num, den = sympy.fraction(sympy.together(arg))
-    if den == 1:
+    parts = _divided(arg)
+    if parts is None:
         return None
-    quotient, remainder = sympy.Integer(0), sympy.Integer(0)
-    for term in sympy.Add.make_args(sympy.expand(num)):
-        q = sympy.cancel(term / den)
-        if sympy.fraction(q)[1] == 1:
-            quotient += q
-        else:
-            remainder += term
+    den, quotient, remainder = parts
     extent = bounds(remainder, ranges)
     if extent is None:
         return None
@@ -574,6 +636,24 @@ def _split(arg: sympy.Expr, ranges: Ranges):
 
 
 @lru_cache(maxsize=4096)
+def _divided(arg: sympy.Expr):
+    """(den, q, r) for arg = num/den, den ≠ 1, with num = q·den + r: q the terms of num that den
+    divides, over each term's quotient; None where den is 1.  Apart from ``_split``, which asks it
+    again under every loop nest that the same division meets."""
+    num, den = fraction(arg)
+    if den == 1:
+        return None
+    quotient, remainder = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(num)):
+        q = sympy.cancel(term / den)
+        if sympy.fraction(q)[1] == 1:
+            quotient += q
+        else:
+            remainder += term
+    return den, quotient, remainder
+
+
+@lru_cache(maxsize=4096)
 def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
     def nonnegative_operand(a):
@@ -581,15 +661,15 @@ def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
         return extent is not None and nonnegative(extent.lo, ranges)
 
     def modulo(a, d):
-        return NonnegativeMod(a, d) if nonnegative_operand(a) and positive(d, ranges) else sympy.Mod(a, d)
+        return NonnegativeMod(a, d) if nonnegative_operand(a) and positive(d, ranges) else None
 
     def quotient(arg):
-        num, den = sympy.fraction(sympy.together(arg))
+        num, den = fraction(arg)
         if den != 1 and nonnegative_operand(num) and positive(den, ranges):
             return NonnegativeQuotient(num, den)
-        return sympy.floor(arg)
+        return None
 
-    return sympy.sympify(e).replace(sympy.Mod, modulo).replace(sympy.floor, quotient)
+    return replaced(replaced(sympy.sympify(e), sympy.Mod, modulo), sympy.floor, quotient)
 
 
 # ---------------------------------------------------------------------- int64 overflow
@@ -639,9 +719,9 @@ def checked_parts(e: sympy.Expr) -> list:
         return []
     match e:
         case sympy.floor() | sympy.ceiling():
-            operands = sympy.fraction(sympy.together(e.args[0]))
+            operands = fraction(e.args[0])
         case _:
-            num, den = sympy.fraction(sympy.together(e))
+            num, den = fraction(e)
             operands = (num, den) if den != 1 else e.args
     return [e] + [x for operand in operands for x in checked_parts(operand)]
 
@@ -666,7 +746,7 @@ def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges, unproven: list) 
             return all(_overflow_free(f.base if isinstance(f, sympy.Pow) else f, known, ranges, unproven)
                        for t in terms for f in sympy.Mul.make_args(t))
         case sympy.floor() | sympy.ceiling():
-            return all(_overflow_free(x, known, ranges, unproven) for x in sympy.fraction(sympy.together(e.args[0])))
+            return all(_overflow_free(x, known, ranges, unproven) for x in fraction(e.args[0]))
         case sympy.Mod() | sympy.Min() | sympy.Max():
             return all(_overflow_free(x, known, ranges, unproven) for x in e.args)
     return False
@@ -696,7 +776,34 @@ def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
             lo, hi = lo + term, hi + term
     # only a size in every symbol of hi can bound it for all their values; sympy's assumption
     # queries would take seconds over a kernel's many sizes, so a bound is seen at a glance or not
-    return nonnegative(lo, ranges) and (
-        (hi.is_Integer and hi < 2**63)
-        or any(_nonnegative_terms(d, naturals(d.free_symbols, ranges)) for size in known
-               if hi.free_symbols <= size.free_symbols for d in [sympy.expand(size - hi)]))
+    return nonnegative(lo, ranges) and ((hi.is_Integer and hi < 2**63) or _below_a_size(hi, known, ranges))
+
+
+def _below_a_size(hi: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
+    """Some size of ``known`` less ``hi`` is a sum of monomials in natural symbols with nonnegative
+    coefficients (``_nonnegative_terms``), each difference found term by term from the sizes' own
+    expanded terms (``_terms``): as ``sympy.expand(size - hi)`` would, without building it anew
+    for every size and every bounded value."""
+    symbols, below = hi.free_symbols, _terms(hi)
+    for size in known:
+        if not symbols <= _free_symbols(size):
+            continue
+        difference = dict(_terms(size))
+        for monomial, coefficient in below.items():
+            difference[monomial] = difference.get(monomial, 0) - coefficient
+        difference = {m: c for m, c in difference.items() if c != 0}
+        free = set().union(*(m.free_symbols for m in difference))
+        if _nonnegative_coefficients(difference, naturals(free, ranges)):
+            return True
+    return False
+
+
+@lru_cache(maxsize=4096)
+def _terms(e: sympy.Expr) -> dict:
+    """The expanded ``e`` as {monomial: coefficient} (read only)."""
+    return sympy.expand(e).as_coefficients_dict()
+
+
+@lru_cache(maxsize=4096)
+def _free_symbols(e: sympy.Expr) -> frozenset:
+    return frozenset(e.free_symbols)

@@ -435,9 +435,15 @@ def result_dest(ty, dest: str) -> ir.Ref:
 
 def dps_program(p: core.Program, shapes: ShapeProgram) -> ir.Program:
     """D⟦·⟧ of every kernel (callees before callers), with regions laid out on the arena."""
+    return layout_program(ir.Program(dps_kernels(p, shapes), p.entry))
+
+
+def dps_kernels(p: core.Program, shapes: ShapeProgram) -> dict[str, ir.Kernel]:
+    """D⟦·⟧ of every kernel, by name, callees first, not yet laid out (no offsets, no scratch):
+    what a question about the terms alone needs (``fsmooth.auto_reductions``)."""
     functions = kernel_functions(p)
     kernels: dict = {}
     for name in core.callees_first(p):
         kernels[name] = _KernelTranslator(p.kernels[name], functions, kernels, shapes).kernel()
-    return layout_program(ir.Program(kernels, p.entry))
+    return kernels
 

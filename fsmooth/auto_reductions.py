@@ -388,10 +388,10 @@ def _reductions(program: core.Program) -> dict:
     known from them); and the kernel's size constraints."""
     from .dps import ir
     from .dps.reductions import reduction
-    from .dps.translate import dps_program
+    from .dps.translate import dps_kernels
     from .shape.translate import shape_program
 
-    k = dps_program(program, shape_program(program)).kernels[program.entry]
+    k = dps_kernels(program, shape_program(program))[program.entry]
     sizes = {s.name for s in k.sizes}
     return {t.state: (reduction(t), t.count if isinstance(t.count, sympy.Basic)
                       and {s.name for s in t.count.free_symbols} <= sizes else None)

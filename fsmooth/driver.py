@@ -255,14 +255,16 @@ def opencl_options(options: Options) -> Options:
 
 def inline_every_call(program: core.Program) -> core.Program:
     """``program`` with every kernel call of its entry inlined: an OpenCL kernel cannot call
-    another with its own buffers, and F̃ has no recursion, so this ends."""
+    another with its own buffers, and F̃ has no recursion, so this ends.  The entry is then the
+    whole program: the OpenCL code is its alone, so the kernels it called are dropped, whose
+    optimisation, shapes and DPS would be work that no later pass reads."""
     from .anf import anf_kernel
     from .core import called_kernels
 
     entry = program.main
     while called_kernels(entry.body):
         entry = anf_kernel(program, entry, inline=called_kernels(entry.body))
-    return core.Program({**program.kernels, program.entry: entry}, program.entry)
+    return core.Program({program.entry: entry}, program.entry)
 
 
 def compile_to_opencl(program: core.Program, options: Options = Options()):

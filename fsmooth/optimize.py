@@ -15,6 +15,7 @@ one sweep over the program suffices.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -48,15 +49,19 @@ def optimize_program(p: core.Program, options: Options,
 def optimize_kernel(program: core.Program, k: core.KernelDef, options: Options,
                     after: Callable[[str, core.KernelDef], None]) -> core.KernelDef:
     rewrites = kernel_rewrites(options)
-    while True:
-        before = k
-        for name, rewrite in rewrites:
-            rewritten = rewrite(program, k)
-            if rewritten != k:
-                after(name, rewritten)
-            k = rewritten
-        if k == before:
-            return k
+    # Rounds of every rewrite in order until none changes k.  Each is a pure function of the
+    # kernel, so once the rewrites since the last change, all of them, have each left k as it
+    # is, a further round would too: the fixed point is found without finishing its round.
+    unchanged = 0
+    for name, rewrite in itertools.cycle(rewrites):
+        if unchanged == len(rewrites):
+            break
+        rewritten = rewrite(program, k)
+        unchanged = unchanged + 1 if rewritten == k else 0
+        if not unchanged:
+            after(name, rewritten)
+        k = rewritten
+    return k
 
 
 def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:

@@ -21,11 +21,18 @@ def _field_names(cls: type) -> tuple[str, ...]:
 class Traversal:
     node: type  # the base class of the IR's nodes
 
+    # children and map_children run for every node of every pass: the common fields (a node, a
+    # string, a type) are told apart here, a tuple alone taking a call of its own
     def children(self, node) -> tuple:
         """The nodes directly inside ``node``, in field order."""
         found: list = []
+        base = self.node
         for name in _field_names(type(node)):
-            self._collect(getattr(node, name), found)
+            value = getattr(node, name)
+            if isinstance(value, base):
+                found.append(value)
+            elif isinstance(value, tuple):
+                self._collect(value, found)
         return tuple(found)
 
     def _collect(self, value, found: list) -> None:
@@ -38,9 +45,12 @@ class Traversal:
     def map_children(self, f, node):
         """``node`` with ``f`` applied to each node directly inside it."""
         changes = {}
+        base = self.node
         for name in _field_names(type(node)):
             value = getattr(node, name)
-            if isinstance(value, self.node) or (isinstance(value, tuple) and self._holds_node(value)):
+            if isinstance(value, base):
+                changes[name] = f(value)
+            elif isinstance(value, tuple) and self._holds_node(value):
                 changes[name] = self._map(f, value)
         return dataclasses.replace(node, **changes) if changes else node
 

@@ -26,6 +26,8 @@ import sympy
 
 from fsmooth.errors import CompileError
 
+from .sizes import fraction
+
 
 class NonnegativeMod(sympy.Function):
     """Mod(a, d) where a ≥ 0 and d ≥ 1 are proven: there C's ``%`` is Python's, no helper needed."""
@@ -258,7 +260,7 @@ class _Printer:
     def integer(self, e) -> str:
         """``e``, whose value is an integer though a term of it may be a fraction."""
         t = self.target
-        num, den = sympy.fraction(sympy.together(e))
+        num, den = fraction(e)
         if den == 1:
             return self.term(e)
         if den.is_Integer and den > 0:
@@ -266,7 +268,7 @@ class _Printer:
         return t.quotient.format(self.term(num), self.term(den))
 
     def _quotient(self, template: str, arg, rounds_down: bool) -> str:
-        num, den = sympy.fraction(sympy.together(arg))
+        num, den = fraction(arg)
         if not rounds_down:
             return template.format(self.integer(num), self.integer(den))
         return self._divide(template, self.integer(num), den)

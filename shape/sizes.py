@@ -10,7 +10,9 @@ where the shape checks of Fig. 8 happen (S-If, S-Ifold, static build sizes).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import sympy
 
@@ -42,10 +44,58 @@ def natural_samples(e: sympy.Expr) -> list[sympy.Number] | None:
     if any(not set(s.assumptions0.items()) <= _NATURAL for s in symbols):
         return None
     zero = {s: sympy.Integer(0) for s in symbols}
-    values = [e.xreplace(point) for point in
-              (zero, {s: _LARGE for s in symbols}, *({**zero, s: _LARGE} for s in symbols),
-               {s: _HUGE for s in symbols})]
+    points = (zero, {s: _LARGE for s in symbols}, *({**zero, s: _LARGE} for s in symbols), {s: _HUGE for s in symbols})
+    try:
+        values = [sympy.Rational(v.numerator, v.denominator) for v in
+                  (_value_at(e, {s: int(x) for s, x in point.items()}, {}) for point in points)]
+    except _Unknown:
+        try:
+            values = [e.xreplace(point) for point in points]
+        except ValueError:  # sympy refuses a Min of a number it cannot compare (NonnegativeQuotient(1, 2))
+            return None
     return values if all(v.is_Number and v.is_finite for v in values) else None
+
+
+class _Unknown(Exception):
+    """What ``_value_at`` leaves to sympy: an operation it does not know, or a division by 0
+    (whose value, infinite, undefined or an error, is sympy's to say)."""
+
+
+def _value_at(e: sympy.Expr, point: dict, memo: dict) -> Fraction:
+    """The exact value of ``e`` where each symbol takes its value in ``point``, as sympy's
+    ``e.xreplace(point)`` would find it, in Python's rationals (each distinct sub-expression once:
+    a group count occurs in every term of a kernel's peak) instead of sympy numbers built and
+    evaluated node by node.  ``_Unknown`` where ``e`` has an operation other than a sum,
+    product, integer power, floor, ceiling, Min, Max, Mod, or divides by 0."""
+    if e in memo:
+        return memo[e]
+    if e.is_Rational:
+        value = Fraction(int(e.p), int(e.q))
+    elif e.is_Symbol:
+        value = Fraction(point[e])
+    else:
+        args = [_value_at(a, point, memo) for a in e.args]
+        match e:
+            case sympy.Add():
+                value = sum(args, Fraction(0))
+            case sympy.Mul():
+                value = math.prod(args, start=Fraction(1))
+            case sympy.Pow() if e.exp.is_Integer and (args[0] != 0 or e.exp >= 0):
+                value = args[0] ** int(e.exp)
+            case sympy.floor():
+                value = Fraction(math.floor(args[0]))
+            case sympy.ceiling():
+                value = Fraction(math.ceil(args[0]))
+            case sympy.Min():
+                value = min(args)
+            case sympy.Max():
+                value = max(args)
+            case sympy.Mod() if args[1] != 0:
+                value = args[0] % args[1]  # the divisor's sign, as sympy's
+            case _:
+                raise _Unknown(type(e).__name__)
+    memo[e] = value
+    return value
 
 
 def param_shape(name: str, ty: Type):
@@ -96,6 +146,14 @@ def equal(a, b) -> bool:
         case sympy.Basic(), sympy.Basic():
             return a == b or same_size(a, b)
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def fraction(e: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """(numerator, denominator) of ``e`` over one denominator: ``sympy.fraction(sympy.together(e))``,
+    memoised, as the range analysis, code generation and the size printers each ask it of the
+    same quotients (a two-phase reduction's ``(n + 16383)/16384`` in every index of its loops)."""
+    return sympy.fraction(sympy.together(e))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,0 +1,130 @@
+"""Work the compiler no longer does (issue 11: compile time), counted, not timed, and the
+shortcuts that replace sympy's own work shown to give sympy's answers:
+
+- the OpenCL pipeline keeps only its entry once every call is inlined, so no pass optimises,
+  shapes or translates the kernels it called (their OpenCL would be thrown away);
+- the optimiser stops at its fixed point once every rewrite has left the kernel as it is, not
+  after a further round;
+- sympy's Min and Max compare each pair of arguments once (``dps.ranges._comparable``), however
+  many Maxes of growing argument lists are built;
+- a size's values at the natural points (``shape.sizes.natural_samples``), evaluated in Python's
+  rationals, and ``dps.ranges.replaced`` are those of sympy's ``xreplace`` and ``replace``.
+
+The kernels compiled by the pipelines changed here agree with their reference and a numpy oracle."""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from corpus import adbench_hand, gmm
+from fsmooth import driver, optimize
+from fsmooth.anf import anf_program
+from fsmooth.dps import ranges
+from fsmooth.options import Options
+from fsmooth.shape import sizes
+from fsmooth.shape.size_printer import NonnegativeQuotient
+from fsmooth.shape.sizes import natural_samples, size_symbol
+
+
+def test_the_opencl_pipeline_keeps_only_the_entry_once_its_calls_are_inlined():
+    program = adbench_hand.hand_objective.program()
+    assert len(program.kernels) > 1
+    trace = driver.run_passes(driver.opencl_passes(Options()), program)
+    for name in ("inline_every_call", "optimise", "auto_reductions", "dps"):
+        form = trace.last(name)
+        kernels = (form.program if name == "auto_reductions" else form).kernels
+        assert list(kernels) == [program.entry], name
+    # the C pipeline, which calls its kernels, keeps them all
+    assert set(driver.run_passes(driver.c_passes(Options()), program).last("dps").kernels) == set(program.kernels)
+
+
+def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(monkeypatch):
+    calls: list = []  # (rewrite, whether it changed the kernel)
+    original = optimize.kernel_rewrites
+
+    def counted(options):
+        def counting(name, rewrite):
+            def run(program, k):
+                rewritten = rewrite(program, k)
+                calls.append((name, rewritten != k))
+                return rewritten
+            return run
+        return tuple((name, counting(name, rewrite)) for name, rewrite in original(options))
+
+    monkeypatch.setattr(optimize, "kernel_rewrites", counted)
+    program = anf_program(gmm.gmm_objective.program())
+    kernel = program.kernels[program.entry]
+    optimised = optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None)
+    n = len(original(Options()))
+    changes = [j for j, (_, changed) in enumerate(calls) if changed]
+    assert changes, "the entry of gmm_objective is rewritten"
+    # after the last change, each rewrite exactly once: no round of known no-ops
+    assert len(calls) == changes[-1] + 1 + n
+    assert {name for name, _ in calls[changes[-1] + 1:]} == {name for name, _ in original(Options())}
+    # the fixed point: one more round changes nothing
+    again = optimize.optimize_kernel(program, optimised, Options(), lambda name, k: None)
+    assert again == optimised
+
+
+def test_sympy_compares_each_pair_of_a_growing_max_once():
+    n, m, k = (size_symbol(s) for s in "nmk")
+    terms = [16 * sympy.ceiling(n / 2) + 4080, 16 * sympy.ceiling(m / 2) + 16 * sympy.ceiling(n * m / 2),
+             32 * sympy.ceiling(sympy.Min(1024, sympy.floor((k + 16383) / 16384)) / 2) + 16432,
+             16 * sympy.ceiling(k / 2) + 16 * sympy.ceiling(n * k / 2) + 2048]
+    compared = []
+    original = sympy.Max._is_connected
+
+    def counting(x, y):
+        compared.append(frozenset((x, y)))
+        return original(x, y)
+
+    sympy.core.cache.clear_cache()
+    ranges._comparable.cache_clear()
+    ranges._min_max.cache_clear()
+    sympy.Max._is_connected = counting
+    try:
+        built = [ranges.min_max(sympy.Max, terms[:j]) for j in range(2, len(terms) + 1)]
+    finally:
+        sympy.Max._is_connected = original
+    assert len(compared) == len(set(compared)) <= len(terms) * (len(terms) - 1) // 2
+    for j, value in enumerate(built, start=2):
+        assert value == sympy.Max(*terms[:j])  # what sympy builds, comparing every pair each time
+
+
+def test_natural_samples_are_sympys_values_at_the_points():
+    n, m = size_symbol("n"), size_symbol("m")
+    i = sympy.Symbol("i", integer=True)
+    cases = [sympy.Min(1024, sympy.floor((n + 16383) / 16384)) - 7,
+             sympy.Mod(n - 3 * m, 7) - sympy.ceiling(n / 3),
+             (n - m) ** 2 - sympy.Max(n, m) * m / 5,
+             sympy.floor(n / (m + 1)) - 2, n * m - 2 ** 70, sympy.floor(-n / 3) + i,
+             1 / n, sympy.Abs(n - m), NonnegativeQuotient(n, 3) - m, sympy.Mod(n, m + 1) * n]
+    for e in cases:
+        symbols = sorted(e.free_symbols, key=sympy.default_sort_key)
+        zero = {s: sympy.Integer(0) for s in symbols}
+        points = (zero, {s: sizes._LARGE for s in symbols}, *({**zero, s: sizes._LARGE} for s in symbols),
+                  {s: sizes._HUGE for s in symbols})
+        values = [e.xreplace(point) for point in points]
+        expected = values if all(v.is_Number and v.is_finite for v in values) else None
+        assert natural_samples(e) == expected, e
+    # sympy refuses a Min of a number it cannot compare: no samples, not an error
+    assert natural_samples(sympy.Min(1024, NonnegativeQuotient(n + 16383, 16384)) - m) is None
+
+
+def test_replaced_is_sympys_replace():
+    n, j = size_symbol("n"), sympy.Symbol("j", integer=True, nonnegative=True)
+    group = sympy.Min(1024, sympy.floor((n + 16383) / 16384))
+    e = j * group + sympy.floor((n - 1) / (1024 * group)) + sympy.Mod(j + group, 3) + group ** 2
+    for kind, value in ((sympy.floor, lambda a: NonnegativeQuotient(*sympy.fraction(sympy.together(a)))),
+                        (sympy.Mod, lambda a, d: a - d), (sympy.floor, lambda a: sympy.floor(a))):
+        assert ranges.replaced(e, kind, value) == e.replace(kind, value)
+    assert ranges.replaced(e, sympy.floor, lambda a: None) is e
+
+
+def test_kernels_compiled_through_the_changed_passes_compute_as_reference_and_numpy(intel_cpu_context):
+    rng = np.random.default_rng(11)
+    for v in (rng.uniform(-3.0, 3.0, 1), rng.uniform(-3.0, 3.0, 1000), rng.uniform(-30.0, 30.0, 100_000)):
+        expected = np.log(np.sum(np.exp(v - v.max()))) + v.max()
+        for got in (gmm.logsumexp(v), gmm.logsumexp.opencl(v, context=intel_cpu_context)):
+            np.testing.assert_allclose(got, gmm.logsumexp.reference(v), rtol=1e-12)
+            np.testing.assert_allclose(got, expected, rtol=1e-12)
