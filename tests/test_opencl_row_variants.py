@@ -254,3 +254,27 @@ def test_the_c_host_chooses_by_the_row_length(tmp_path):
         np.testing.assert_allclose(sums, m.sum(axis=1), **F64)
         expected = [] if rows == 0 else ["rows_row_sums_v1_k" if cols < T else "rows_row_sums_k"]
         assert ran == expected, (rows, cols, ran)
+
+
+def test_a_row_length_of_several_sizes_chooses_by_its_least(intel_cpu_context):
+    """blas's gemv_auto folds min(m_d1, x_d0) elements a row: the condition is on that length, so
+    a matrix of long rows times a short vector runs the work-item per row's kernel, and the
+    results are the reference's and numpy's (alpha · m[:, :k] @ x[:k] + beta · y, k the least)."""
+    from corpus import blas
+
+    kernel = blas.gemv_auto.with_options(opencl_device=GENERIC_GPU)
+    executable = kernel.opencl_executable(intel_cpu_context)
+    n, T = _threshold(executable.artifact)
+    assert str(n) == "Min(m_d1, x_d0)"
+    rng = np.random.default_rng(6)
+    for cols, length in ((T + 100, T - 1), (T + 100, T), (T - 1, T + 100), (T, T + 100), (1, 1), (0, 5)):
+        m = rng.standard_normal((4, cols)).astype(np.float32)
+        x, y = rng.standard_normal(length).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+        args = (np.float32(1.5), m, x, np.float32(-0.5), y)
+        got = executable(*args)
+        k = min(cols, length)
+        expected = 1.5 * (m[:, :k].astype(np.float64) @ x[:k].astype(np.float64)) - 0.5 * y
+        assert_close(got, np.asarray(kernel.reference(*args)), rtol=1e-4, atol=1e-4)
+        assert_close(got, expected.astype(np.float32), rtol=1e-4, atol=1e-4)
+        ran = [launch.kernel for launch in executable.last_profile]
+        assert ran == ["blas_gemv_auto_v1_k" if k < T else "blas_gemv_auto_k"], (cols, length, ran)
