@@ -43,22 +43,23 @@ finds cheaper on the device, which also picks the group's size E: each reduction
 body is folded by the group's E lanes (lane t the elements t, t + E, …) and reduced by the tree,
 then combined with its init; the rest of the body every work-item computes alike.  On a GPU
 (``GENERIC_GPU``) a group of ``local`` lanes per element, unless the rows are short (known
-when compiling, or at the call: below); on a CPU a work-item per element where it streams its own row and writes a
-scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a work-item's row
-written beside its neighbours' is a scatter).  A reduction whose count is read from data stays
-in the element's body (each lane's trip count would be data too).
+when compiling, or at the call: below); on a CPU a work-item per element where it streams its
+own row and writes a scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a
+work-item's row written beside its neighbours' is a scatter).  A reduction whose count is read
+from data stays in the element's body (each lane's trip count would be data too).
 
 Where the rows' length is known only at the call (the reductions' counts one length n of the
-sizes, each up to a constant: softmax's max over n and sum over n - 1), the model takes n to be ``SYMBOLIC_SIZE``,
-long; where it would nest short rows the other way (``cost_model.rows_by_length``: on a GPU a
-work-item per row below the crossover T at which a group's fixed cost, its tree and its lanes'
-launch, is paid back: 667 doubles, 326 floats a row on ``GENERIC_GPU``), the map is nested both
-ways: ``AutoReductions.program`` for long rows, ``AutoReductions.short`` for short ones where
-``when`` (``n < T``) holds.  The driver takes the short program through the same passes to its
-OpenCL plan (``driver._short_rows``), and ``codegen_opencl.generate_opencl`` puts both plans'
-kernels in one program, each launch with its condition (``Launch.when``), which the host
-evaluates from the call's sizes before any launch: one nesting runs, and only its buffers are
-made.  One condition a program: a second map of another row length keeps the long rows' nesting.
+sizes, each up to a constant: softmax's max over n and sum over n - 1), the model takes n to be
+``SYMBOLIC_SIZE``, long; where it would nest short rows the other way
+(``cost_model.rows_by_length``: on a GPU a work-item per row below the crossover T at which a
+group's fixed cost, its tree and its lanes' launch, is paid back: 667 doubles, 326 floats a row
+on ``GENERIC_GPU``), the map is nested both ways: ``AutoReductions.program`` for long rows,
+``AutoReductions.short`` for short ones where ``when`` (``n < T``) holds.  The driver takes the
+short program through the same passes to its OpenCL plan (``driver._short_rows``), and
+``codegen_opencl.generate_opencl`` puts both plans' kernels in one program, each launch with its
+condition (``Launch.when``), which the host evaluates from the call's sizes before any launch:
+one nesting runs, and only its buffers are made.  One condition a program: a second map of
+another row length keeps the long rows' nesting.
 
 On a CPU, where every reduction of a scalar element is of floats and reads its elements at its
 own index (``_contiguous_floats``: gemv's row and ``x``), the work-item per element may fold each
