@@ -13,8 +13,9 @@
  *   - device buffers (inputs, outputs, hoisted temporaries, the status buffer) are kept per kernel
  *     and reused while they are large enough, so a temporary is allocated once per shape;
  *   - inputs are copied in, the status buffer zeroed, the launches enqueued in order on one
- *     in-order queue (a launch with a zero global dimension is skipped, and of a launch and its
- *     fallback only the one chosen for the device's local memory runs), the outputs and the
+ *     in-order queue (a launch with a zero global dimension is skipped, its buffers not made, and
+ *     of a launch and its fallback only the one chosen for the device's local memory runs), the
+ *     outputs and the
  *     status buffer read back, and the first nonzero status of a launch is the call's status.
  *
  * Every function returns a status code (FS_STATUS_*, fsmooth_rt.h; FS_STATUS_OPENCL for a failed
@@ -397,10 +398,14 @@ static int64_t fs_cl_bytes(const struct fs_cl_kernel *kernel, const struct fs_cl
     return buffer->role == FS_CL_LOCAL && bytes < buffer->elem_bytes ? buffer->elem_bytes : bytes;
 }
 
-/* Whether launch `l` runs in this call: of a launch and its fallback (the next launch), the launch
- * where the local buffers it passes fit the device's local memory in all, else the fallback. */
+/* Whether launch `l` runs in this call: not where a global dimension is zero (no work-item would
+ * run; the generated code passes 0 where the launch's condition on the sizes does not hold), and
+ * of a launch and its fallback (the next launch, of the same global size), the launch where the
+ * local buffers it passes fit the device's local memory in all, else the fallback. */
 static int fs_cl_chosen(const struct fs_cl_context *ctx, const struct fs_cl_kernel *kernel,
                         const struct fs_cl_call *call, int l) {
+    for (cl_uint d = 0; d < kernel->launches[l].dims; d++)
+        if (call->global_sizes[3 * l + d] == 0) return 0;
     if (kernel->launches[l].fallback) return !fs_cl_chosen(ctx, kernel, call, l - 1);
     if (l + 1 == kernel->nlaunches || !kernel->launches[l + 1].fallback) return 1;
     cl_ulong local = 0;  /* each at most local_mem (else the fallback runs), so no sum overflows */

@@ -67,6 +67,7 @@ from fsmooth.artifact import result_components
 from fsmooth.dps.ranges import substitute
 from fsmooth.errors import CompileError
 from fsmooth.foreign import called_foreign, foreign_names
+from fsmooth.names import NameSupply
 from fsmooth.opencl_artifact import STATUS_ELEM, Buffer, Launch, OpenCLArtifact
 from fsmooth.options import Options
 from fsmooth.shape.size_printer import OPENCL_C
@@ -808,8 +809,22 @@ def _strategy_comment(notes: tuple[str, ...], launches: list) -> str:
                f"{sizes(launch.local_size) if launch.local_size is not None else 'chosen by the runtime'}"
                + (f"; instead of {before.kernel} where its local arrays exceed the device's local memory"
                   if launch.fallback else "")
+               + (f"; where {launch.when}" if launch.when is not None else "")
                for before, launch in zip([None, *launches], launches))]
     return "/* " + "\n * ".join(line.replace("*/", "* /") for line in lines) + " */\n"
+
+
+def _variant(planned: OpenCLPlan, variant: OpenCLPlan, n: int, taken: set) -> tuple[OpenCLPlan, dict]:
+    """``variant``, the ``n``-th plan of ``planned``'s kernel nested otherwise (``generate_opencl``),
+    its OpenCL kernels named as ``planned``'s with ``_v<n>`` after the stem, and the names its
+    buffers take in the artifact: their own, or where ``taken`` (which gets them) has it already,
+    a fresh one.  The kernels' text keeps the buffers' own names: a launch passes the buffer."""
+    stem = planned.symbol
+    phases = tuple(dataclasses.replace(ph, name=f"{stem}_v{n}{ph.name[len(stem):]}") for ph in variant.kernels.phases)
+    names = NameSupply(taken, separator="_v")
+    renamed = {name: names.fresh(name) for name in variant.kernels.buffers}
+    taken |= set(renamed.values())
+    return dataclasses.replace(variant, kernels=dataclasses.replace(variant.kernels, phases=phases)), renamed
 
 
 def strategy_comment(source: str) -> str:
@@ -818,40 +833,57 @@ def strategy_comment(source: str) -> str:
     return source[start:source.index("*/", start) + 3] if start >= 0 else ""
 
 
-def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tuple[str, ...] = ()) -> OpenCLArtifact:
+def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tuple[str, ...] = (),
+                    variants: tuple = ()) -> OpenCLArtifact:
     """The OpenCL source, buffers and launches of the planned kernels; ``notes``: why the strategy
-    is what it is (``fsmooth.auto_reductions``), the first comment of the source with the launches."""
-    k, plan, outputs = planned.kernel, planned.kernels, list(planned.outputs)
+    is what it is (``fsmooth.auto_reductions``), the first comment of the source with the launches;
+    ``variants``: ``(when, plan)`` pairs, plans of the same kernel nested otherwise, whose launches
+    run where ``when`` (a condition on the sizes) holds, ``planned``'s where none does
+    (``Launch.when``): their kernels follow ``planned``'s in the one program, named apart
+    (``_variant``), and their buffers are the artifact's too, renamed where a name is taken."""
+    k, outputs = planned.kernel, list(planned.outputs)
+    otherwise = sympy.Not(sympy.Or(*(when for when, _ in variants))) if variants else None
+    taken = set(planned.taken) | set(planned.kernels.buffers)
+    variants = ((otherwise, planned, {}), *((when, *_variant(planned, v, n, taken)) for n, (when, v) in enumerate(variants, 1)))
+    phases = [phase for _, v, _ in variants for phase in v.kernels.phases]
     params = {name for name, _, _ in k.params}
     symbols = {s.name for s in k.sizes}
     components = result_components(k.result, k.result_dims)
-    taken = planned.taken | set(plan.buffers)
     status = next(name for name in ("status", "status_1", "status_2", "status_3") if name not in taken)
-    texts, launches, interface, failing, range_checks, fitting = [], [], None, [], [], {}
-    foreign = called_foreign(node for phase in plan.phases for part in (phase.body, phase.tail)
+    texts, launches, interfaces, range_checks, fitting = [], [], [], [], {}
+    foreign = called_foreign(node for phase in phases for part in (phase.body, phase.tail)
                              if part is not None for node in p.walk(part))
-    clash = foreign_names(foreign) & {ph.name for ph in plan.phases}
+    clash = foreign_names(foreign) & {ph.name for ph in phases}
     if clash:
         raise CompileError(f"the kernel {k.name} would be the OpenCL kernel {sorted(clash)[0]}, the name of a "
                            "foreign function; rename the kernel")
-    for j, phase in enumerate(plan.phases):
-        # the parameters' and sizes' own names stay free for their C names (emit's Namer), unless
-        # a foreign function has the name
-        reserved = (taken - params - symbols) | {ph.name for ph in plan.phases} | foreign_names(foreign)
-        emitter = _OpenCLEmitter(k, planned.symbol, frozenset(reserved), options, slot=j)
-        text, args = emitter.kernel(phase, plan.buffers, outputs, status, tuple(failing))
-        if emitter.may_fail:
-            failing.append(j)
-        texts.append(text)
-        global_size = tuple(sympy.sympify(n) for n in phase.global_size)
-        if phase.local_size is None:
-            global_size, local = _work_groups(global_size, phase.tiles)
-        else:
-            local = tuple(sympy.sympify(n) for n in phase.local_size)
-        launches.append(Launch(phase.name, args, global_size, local, phase.fallback))
-        interface = emitter.interface()
-        range_checks += interface.range_checks
-        fitting.update(dict.fromkeys(emitter.fitting()))
+    for when, variant, renamed in variants:
+        failing = []  # the launches of this variant that can fail: those of another do not run
+        for phase in variant.kernels.phases:
+            # the parameters' and sizes' own names stay free for their C names (emit's Namer), unless
+            # a foreign function has the name
+            reserved = (taken - params - symbols) | {ph.name for ph in phases} | foreign_names(foreign)
+            emitter = _OpenCLEmitter(variant.kernel, planned.symbol, frozenset(reserved), options, slot=len(launches))
+            text, args = emitter.kernel(phase, variant.kernels.buffers, outputs, status, tuple(failing))
+            if emitter.may_fail:
+                failing.append(len(launches))
+            texts.append(text)
+            global_size = tuple(sympy.sympify(n) for n in phase.global_size)
+            if phase.local_size is None:
+                global_size, local = _work_groups(global_size, phase.tiles)
+            else:
+                local = tuple(sympy.sympify(n) for n in phase.local_size)
+            launches.append(Launch(phase.name, tuple(renamed.get(arg, arg) for arg in args), global_size, local,
+                                   phase.fallback, when))
+            interface = emitter.interface()
+            range_checks += interface.range_checks
+            fitting.update(dict.fromkeys(emitter.fitting()))
+        interfaces.append(interface)
+    # the call is refused where any variant's would be (the variants read the same elements, so
+    # their constraints are the same but for their order)
+    first, *others = interfaces
+    interface = dataclasses.replace(first, constraints=first.constraints + tuple(dict.fromkeys(
+        c for i in others for c in i.constraints if c not in first.constraints)))
     interface = dataclasses.replace(interface, range_checks=tuple(range_checks))
     body = "\n\n".join(texts)
     scalars = {element_scalar(ty) for _, ty, _ in k.params} | {element_scalar(ty) for _, ty, _ in components}
@@ -864,18 +896,20 @@ def generate_opencl(planned: OpenCLPlan, options: Options = Options(), notes: tu
     for output, (_, ty, dims) in zip(outputs, components):
         count = sympy.Mul(*(sympy.sympify(d) for d in dims)) if dims else sympy.Integer(1)
         buffers[output] = Buffer(output, "output", element_scalar(ty), count)
-    for name, buf in plan.buffers.items():
-        buffers[name] = Buffer(name, buf.role, buf.elem, sympy.sympify(buf.count))
+    for _, variant, renamed in variants:
+        for name, buf in variant.kernels.buffers.items():
+            buffers[renamed.get(name, name)] = Buffer(renamed.get(name, name), buf.role, buf.elem, sympy.sympify(buf.count))
     buffers[status] = Buffer(status, "status", STATUS_ELEM, sympy.Integer(len(launches)))
     header = (f"/* Generated by fsmooth from the kernel '{k.name}': {len(launches)} OpenCL kernel(s), "
               f"run in order (see fsmooth/opencl_artifact.py). */\n")
-    notes = (*notes, *scan_notes(phase.body for phase in plan.phases), *plan.notes)
+    notes = (*notes, *scan_notes(phase.body for phase in phases), *planned.kernels.notes,
+             *dict.fromkeys(note for _, v, _ in variants[1:] for note in v.kernels.notes if note not in planned.kernels.notes))
     if notes:
         header += _strategy_comment(notes, launches)
     if foreign:  # fsmooth.foreign: their sources come last, so nothing in them changes the generated code
         body = "\n".join(f.prototype(opencl=True) for f in foreign) + "\n\n" + body + "".join(
             f"\n\n/* ---- foreign function {f.name} */\n{f.opencl_source.strip()}" for f in foreign)
-    one_launch = any(phase.last is not None for phase in plan.phases)
+    one_launch = any(phase.last is not None for phase in phases)
     extensions = (LOOKBACK_EXTENSION,) if any(b.role == "lookback" for b in buffers.values()) else ()
     source = header + prelude(fp64, one_launch, bool(extensions)) + "\n" + body + "\n"
     return OpenCLArtifact(source, buffers, tuple(launches), interface, fp64, needs_atomics=one_launch,

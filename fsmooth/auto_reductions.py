@@ -42,11 +42,24 @@ A map of reductions at the top of the entry kernel, ``build(m, λ i. … ifold(�
 finds cheaper on the device, which also picks the group's size E: each reduction of the element's
 body is folded by the group's E lanes (lane t the elements t, t + E, …) and reduced by the tree,
 then combined with its init; the rest of the body every work-item computes alike.  On a GPU
-(``GENERIC_GPU``) a group of ``local`` lanes per element, unless the rows are short and known
-when compiling; on a CPU a work-item per element where it streams its own row and writes a
-scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a work-item's row
-written beside its neighbours' is a scatter).  A reduction whose count is read from data stays
-in the element's body (each lane's trip count would be data too).
+(``GENERIC_GPU``) a group of ``local`` lanes per element, unless the rows are short (known
+when compiling, or at the call: below); on a CPU a work-item per element where it streams its
+own row and writes a scalar (gemv), a group of one SIMD vector where it writes a row (softmax: a
+work-item's row written beside its neighbours' is a scatter).  A reduction whose count is read
+from data stays in the element's body (each lane's trip count would be data too).
+
+Where the rows' length is known only at the call (the reductions' counts one length n of the
+sizes, each up to a constant: softmax's max over n and sum over n - 1), the model takes n to be
+``SYMBOLIC_SIZE``, long; where it would nest short rows the other way
+(``cost_model.rows_by_length``: on a GPU a work-item per row below the crossover T at which a
+group's fixed cost, its tree and its lanes' launch, is paid back: 667 doubles, 326 floats a row
+on ``GENERIC_GPU``), the map is nested both ways: ``AutoReductions.program`` for long rows,
+``AutoReductions.short`` for short ones where ``when`` (``n < T``) holds.  The driver takes the
+short program through the same passes to its OpenCL plan (``driver._short_rows``), and
+``codegen_opencl.generate_opencl`` puts both plans' kernels in one program, each launch with its
+condition (``Launch.when``), which the host evaluates from the call's sizes before any launch:
+one nesting runs, and only its buffers are made.  One condition a program: a second map of
+another row length keeps the long rows' nesting.
 
 On a CPU, where every reduction of a scalar element is of floats and reads its elements at its
 own index (``_contiguous_floats``: gemv's row and ``x``), the work-item per element may fold each
@@ -89,7 +102,7 @@ from functools import partial
 import sympy
 
 from . import core
-from .cost_model import GENERIC_GPU, DeviceDescription, Rows, choose_fold, choose_rows, group_sizes
+from .cost_model import GENERIC_GPU, DeviceDescription, Rows, choose_fold, choose_rows, group_sizes, rows_by_length
 from .core import Build, Get, If, Ifold, Lam, Let, Lit, PrimApp, Proj, Tuple, Var
 from .names import NameSupply
 from .options import OpenCLReduction, Options
@@ -114,14 +127,23 @@ class AutoReductions:
     # but its strided indices no longer give exact bounds, so their reads would be checked on the
     # device only, failing later and with another status than the sequential fold's host check
     constraints: tuple = ()
+    # where a map of reductions is nested apart for short rows and long ones (``_rows``): the
+    # program for short rows and where it runs (sympy over the sizes), ``program`` elsewhere
+    short: core.Program | None = None
+    when: sympy.Basic | None = None
 
 
 def show_program(result: AutoReductions) -> str:
-    return "\n".join([*(f"-- {note}" for note in result.notes), core.show_program(result.program)])
+    shown = [*(f"-- {note}" for note in result.notes), core.show_program(result.program)]
+    if result.short is not None:
+        shown += [f"-- where {result.when}:", core.show_program(result.short)]
+    return "\n".join(shown)
 
 
 def verify(result: AutoReductions) -> None:
     core.verify_anf(result.program)
+    if result.short is not None:
+        core.verify_anf(result.short)
 
 
 def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
@@ -140,13 +162,21 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
     tuning = options.opencl_reduction
     device = options.opencl_device or GENERIC_GPU
     notes, rewritten, jams = [], {}, {}
+    short_rows = {}  # id of a map of reductions -> its _ShortRows, all of one condition
     for fold in folds:
         if isinstance(fold, Build):
-            rows, note, jam = _rows(fold, found, tuning, device, names)
+            rows, note, jam, short = _rows(fold, found, tuning, device, names)
             if rows is not None:
                 rewritten[id(fold)] = rows
             if jam > 1:
                 jams[fold.fn.params[0][0]] = jam
+            if short is not None and all(other.when == short.when for other in short_rows.values()):
+                # one condition a call: maps of other row lengths keep the long rows' nesting
+                short_rows[id(fold)] = short
+                note = (f"the top-level build of {fold.fn.params[0][0]} has rows whose length is known only at "
+                        f"the call, and the cost model nests short rows and long ones apart: both are compiled, "
+                        f"the launch choosing by the call's sizes; where {short.when} (the model's crossover on "
+                        f"{device.name}): {short.note}; otherwise: {note}")
             notes.extend([note] if note else [])
             continue
         state = fold.fn.params[0][0]
@@ -173,16 +203,33 @@ def auto_reductions(program: core.Program, options: Options) -> AutoReductions:
                      "; its body has loops of its own, so each lane takes whole elements, one a round "
                      "at least (width 1, items 1): an element's work dwarfs the reduction's")
                      + f" ({choice.explain()})")
-    if not rewritten:
+    if not rewritten and not short_rows:
         return AutoReductions(program, tuple(notes))
+    long = _rewritten(program, rewritten, jams, options)
+    if not short_rows:
+        return AutoReductions(long, tuple(notes), constraints)
+    index = {id(fold): fold.fn.params[0][0] for fold in folds}
+    short_jams = {**jams, **{index[at]: short.jam for at, short in short_rows.items()}}
+    short = _rewritten(program, {**rewritten, **{at: s.build for at, s in short_rows.items()}},
+                       {i: jam for i, jam in short_jams.items() if jam > 1}, options)
+    return AutoReductions(long, tuple(notes), constraints, short, next(iter(short_rows.values())).when)
+
+
+def _rewritten(program: core.Program, rewritten: dict, jams: dict, options: Options) -> core.Program:
+    """``program`` with the top-level expressions of its entry kernel ``rewritten`` (by id; None:
+    left as they are), optimised again, its builds in ``jams`` jammed (``_jammed``)."""
     from .anf import anf_kernel
     from .optimize import optimize_program
 
+    entry = program.main
+    rewritten = {at: e for at, e in rewritten.items() if e is not None}
+    if not rewritten:
+        return program
     body = _replace_top_level(entry.body, rewritten)
     kernels = {**program.kernels, entry.name: anf_kernel(program, replace(entry, body=body))}
     # the optimiser simplifies what the rewrite leaves (a tuple's unread components) as it did the rest
     optimised = optimize_program(core.Program(kernels, program.entry), options)
-    return AutoReductions(_jammed(optimised, jams), tuple(notes), constraints)
+    return _jammed(optimised, jams)
 
 
 def _jammed(program: core.Program, jams: dict) -> core.Program:
@@ -232,7 +279,10 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
     its own row through its cache).  The group's size is the model's choice too.  A reduction
     whose count is known when compiling and below the group's size is computed by every lane
     alike.  Where the element is a row (``build k (λ j. …)`` after the lets: softmax), the row's
-    builds are the group's too, its lanes writing strided elements (``build_local``)."""
+    builds are the group's too, its lanes writing strided elements (``build_local``).  Where the
+    reductions' counts are one length known only at the call and the model nests short rows and
+    long ones apart (``cost_model.rows_by_length``), that is the nesting for long rows, and the
+    last of the four results (else None) the one for short rows (``_ShortRows``)."""
     *_, result = _top_level(build.fn.body)
     row = isinstance(build.ty.elem, ArrayT)
     i = build.fn.params[0][0]
@@ -245,7 +295,7 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
             continue  # a count read from data: its lanes' trip counts are data too (kept per row)
         folds.append((fold, red, count))
     if not folds:
-        return None, None, 1
+        return None, None, 1, None
     row_builds = [node for node in _top_level(build.fn.body)
                   if row and isinstance(node, Build) and node.strategy is None and isinstance(node.ty.elem, Scalar)]
     varying = _varying_with(build.fn.body, {i})
@@ -255,7 +305,49 @@ def _rows(build: Build, found: dict, tuning: OpenCLReduction, device: DeviceDesc
                  elem_bytes=max(BYTES[scalar] for _, red, _ in folds for scalar in (m.ty for m in red.monoids)),
                  contiguous=all(_contiguous_floats(fold, red) for fold, red, _ in folds),
                  own_reads=sum(own), shared_reads=sum(shared))
-    choice = choose_rows(shape, device, tuning.local)
+    length = _row_length(count for _, _, count in folds)
+    split = rows_by_length(shape, device, tuning.local) if length is not None else None
+    if split is None:
+        return (*_nested(build, folds, row_builds, choose_rows(shape, device, tuning.local), tuning, names), None)
+    # the row length known only at the call, and the model nests short rows and long ones apart:
+    # both are compiled, the launch runs the one for the call's length
+    long = _nested(build, folds, row_builds, split.long, tuning, names)
+    short = _ShortRows(sympy.StrictLessThan(length, split.threshold),
+                       *_nested(build, folds, row_builds, split.short, tuning, names))
+    return (*long, short)
+
+
+def _row_length(counts) -> sympy.Expr | None:
+    """The one length the reductions' ``counts`` not known when compiling are, each up to a
+    constant (softmax's max over n, its sum over n - 1 from its first element; gemv's
+    ``min(m_d1, x_d0)``), which the cost model takes them all to be
+    (``cost_model.rows_by_length``); None where there is none."""
+    symbolic = [n for n in counts if not n.is_Integer]
+    if not symbolic:
+        return None
+    n = symbolic[0]
+    return n if all((count - n).is_Integer for count in symbolic) else None
+
+
+@dataclass(frozen=True)
+class _ShortRows:
+    """A map of reductions as it is nested for short rows (``cost_model.rows_by_length``): where
+    ``when`` holds (its row length below the model's crossover), ``build`` (None: a work-item per
+    element, as the map is), and why (``note``), each work-item taking ``jam`` elements."""
+
+    when: sympy.Basic
+    build: Build | None
+    note: str
+    jam: int
+
+
+def _nested(build: Build, folds: list, row_builds: list, choice, tuning: OpenCLReduction, names: NameSupply):
+    """The map of reductions ``build`` nested as ``choice`` (``cost_model.choose_rows``) says: the
+    rewritten build (None: a work-item per element, as it is), the note saying so, and the
+    elements a work-item jams (``_rows``)."""
+    *_, result = _top_level(build.fn.body)
+    row = isinstance(build.ty.elem, ArrayT)
+    i = build.fn.params[0][0]
     E, width, jam = choice.chosen.local, choice.chosen.width, choice.chosen.jam
     if width > 1:
         # a work-item per element (the default strategy), its reductions in vectors of its own

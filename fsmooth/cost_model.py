@@ -34,7 +34,11 @@ A launch of ``W`` work-items whose lanes each take ``s`` steps costs
 
 A symbolic size is decided when compiling, as the launch's shape is, taken to be
 ``SYMBOLIC_SIZE`` (sizes not known until the call are taken to be large); a constant is itself.
-The two-phase reduction's group count is still computed at launch from the sizes.
+The two-phase reduction's group count is still computed at launch from the sizes.  One choice is
+made for both: a map of reductions whose rows' length is symbolic, where the model nests short
+rows and long ones apart, is compiled both ways (``rows_by_length`` finds the length at which
+the choice changes, evaluating ``choose_rows`` at lengths below ``SYMBOLIC_SIZE``), and the
+launch runs the one for the call's length (``fsmooth.auto_reductions``).
 
 A nest of global loops (a 2-D or 3-D NDRange: GMM's points × components, an image's rows ×
 columns) is priced per candidate launch shape (``choose_nest``): which loop runs along dimension 0
@@ -209,12 +213,12 @@ class Rows:
     shared_reads: int = 0
 
 
-def _size(n: int | None) -> int:
-    return SYMBOLIC_SIZE if n is None else n
+def _size(n: int | None, symbolic: int = SYMBOLIC_SIZE) -> int:
+    return symbolic if n is None else n
 
 
-def _said(n: int | None) -> str:
-    return f"symbolic (taken as {SYMBOLIC_SIZE})" if n is None else str(n)
+def _said(n: int | None, symbolic: int = SYMBOLIC_SIZE) -> str:
+    return f"symbolic (taken as {symbolic})" if n is None else str(n)
 
 
 def _launch(device: DeviceDescription, work_items: float, steps: float, launched: bool = True) -> float:
@@ -250,17 +254,19 @@ def group_sizes(device: DeviceDescription, local: int) -> tuple[int, ...]:
     return (local, *smaller)
 
 
-def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
+def choose_rows(rows: Rows, device: DeviceDescription, local: int, length: int = SYMBOLIC_SIZE) -> Choice:
     """A map of reductions (``Rows``) as a work-item per element (each folds its reductions
     alone, reading its own row; on a CPU, where the reductions read contiguous elements and the
     element is a scalar, also in vectors of its own, and ``JAM`` elements a work-item so where
     the reductions share reads) or a work-group per element of each size of ``group_sizes`` (its
     lanes fold strided shares of each reduction, reading consecutive elements, then a tree each;
     a row's builds strided over the lanes, a barrier after each), a size only where at least one
-    reduction is that long and the trees fit in local memory."""
+    reduction is that long and the trees fit in local memory.  ``length``: what the reductions'
+    counts and the row's length are taken to be where they are symbolic (``rows_by_length``); the
+    number of elements, where symbolic, is ``SYMBOLIC_SIZE``."""
     m = _size(rows.elements)
-    counts = [_size(n) for n in rows.counts]
-    k = _size(rows.row_length) if rows.row_builds else 0
+    counts = [_size(n, length) for n in rows.counts]
+    k = _size(rows.row_length, length) if rows.row_builds else 0
     read, write = _own_row(device, rows.elem_bytes, False), _own_row(device, rows.elem_bytes, True)
     if device.kind == "cpu" and rows.contiguous:
         read = CPU_GATHER  # the lanes' rows side by side: each vector load a gather
@@ -288,9 +294,48 @@ def choose_rows(rows: Rows, device: DeviceDescription, local: int) -> Choice:
         per_lane = (sum(math.ceil(n / E) + _tree(device, E) for n in folded) + sum(counts) - sum(folded)
                     + rows.row_builds * (math.ceil(k / E) + BARRIER[device.kind]))
         candidates.append(Candidate("work-group per element", E, _launch(device, m * E, per_lane)))
-    sizes = (f"{_said(rows.elements)} elements" + (f" of rows of {_said(rows.row_length)}" if rows.row_builds else "")
-             + f", reductions over {', '.join(_said(n) for n in rows.counts)}")
+    sizes = (f"{_said(rows.elements)} elements" + (f" of rows of {_said(rows.row_length, length)}" if rows.row_builds else "")
+             + f", reductions over {', '.join(_said(n, length) for n in rows.counts)}")
     return Choice(_cheapest(candidates), device, sizes)
+
+
+@dataclass(frozen=True)
+class RowsByLength:
+    """A map of reductions whose nesting depends on its symbolic row length n: below
+    ``threshold`` the ``short`` choice, from it on the ``long`` one (``SYMBOLIC_SIZE``'s)."""
+
+    threshold: int
+    short: Choice
+    long: Choice
+
+
+def rows_by_length(rows: Rows, device: DeviceDescription, local: int) -> RowsByLength | None:
+    """Where the reductions' counts not known when compiling (and the row's length, where it is
+    not known either) are one length n, known only at the call: the least n from which the model
+    nests the map as it does for long rows (``SYMBOLIC_SIZE``), a work-group per element or a
+    work-item per element, and the choice just below it, for short rows; None where it nests the
+    map alike for every n from 1 on.  The threshold is found by evaluating ``choose_rows`` (a
+    bisection: both estimates grow with n, the work-item's by a whole row's steps, the group's by
+    one step per ``local`` elements, so the choice switches once, where the group's fixed cost,
+    its tree and its lanes' launch, is paid back)."""
+    if all(n is not None for n in rows.counts):
+        return None
+
+    def nesting(choice: Choice) -> str:
+        return choice.chosen.strategy
+
+    long = choose_rows(rows, device, local)
+    short = choose_rows(rows, device, local, 1)
+    if nesting(short) == nesting(long):
+        return None
+    below, at = 1, SYMBOLIC_SIZE  # nesting(below) differs from the long rows', nesting(at) does not
+    while at - below > 1:
+        middle = (below + at) // 2
+        if nesting(choose_rows(rows, device, local, middle)) == nesting(long):
+            at = middle
+        else:
+            below = middle
+    return RowsByLength(at, choose_rows(rows, device, local, below), long)
 
 
 def choose_fold(count: int | None, device: DeviceDescription, local: int, width: int, items: int, groups: int,

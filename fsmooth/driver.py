@@ -97,19 +97,36 @@ def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ..
     from fsmooth.dpia.vectorize import vectorize_plan
 
     options = opencl_options(options)
-    return (*_front_passes(options, inline_every=True, target="opencl"),
-            Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
-            Pass("unroll_jam", lambda forms, report: unroll_jam_program(forms["dpia_strategies"])),
-            Pass("plan_opencl", lambda forms, report: plan_opencl(forms["unroll_jam"], module or c_module(forms["core"]),
-                                                                  options.opencl_reduction.launches == 1,
-                                                                  options.opencl_device or GENERIC_GPU)),
-            Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
-                 if options.stage_rows else forms["plan_opencl"]),
-            Pass("stage_tiles", lambda forms, report: stage_tiles(forms["stage_rows"], options.opencl_device or GENERIC_GPU)
-                 if options.stage_tiles else forms["stage_rows"]),
-            Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_tiles"])),
-            Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options,
-                                                                 forms["auto_reductions"].notes)))
+    planning = (*_front_passes(options, inline_every=True, target="opencl"),
+                Pass("dpia_strategies", lambda forms, report: strategy_program(forms["beta_reduce_scalar_lets"], options)),
+                Pass("unroll_jam", lambda forms, report: unroll_jam_program(forms["dpia_strategies"])),
+                Pass("plan_opencl", lambda forms, report: plan_opencl(forms["unroll_jam"], module or c_module(forms["core"]),
+                                                                      options.opencl_reduction.launches == 1,
+                                                                      options.opencl_device or GENERIC_GPU)),
+                Pass("stage_rows", lambda forms, report: stage_rows(forms["plan_opencl"], options.opencl_device or GENERIC_GPU)
+                     if options.stage_rows else forms["plan_opencl"]),
+                Pass("stage_tiles", lambda forms, report: stage_tiles(forms["stage_rows"], options.opencl_device or GENERIC_GPU)
+                     if options.stage_tiles else forms["stage_rows"]),
+                Pass("vectorize", lambda forms, report: vectorize_plan(forms["stage_tiles"])))
+    after = planning[[p.name for p in planning].index("auto_reductions") + 1:]
+    return (*planning,
+            Pass("opencl", lambda forms, report: generate_opencl(forms["vectorize"], options, forms["auto_reductions"].notes,
+                                                                 _short_rows(forms, after, verifying(options)))))
+
+
+def _short_rows(forms: dict, after: tuple[Pass, ...], verify: bool) -> tuple:
+    """Where ``auto_reductions`` nests a map of reductions apart for short rows (its ``short``
+    program, run where ``when`` holds): ``((when, the short program's plan),)``, the passes
+    ``after`` auto_reductions up to the plan run on it as on the program for long rows; else ()."""
+    chosen = forms["auto_reductions"]
+    if chosen.short is None:
+        return ()
+    variant = {**forms, "auto_reductions": replace(chosen, program=chosen.short, short=None, when=None)}
+    for p in after:
+        variant[p.name] = p.run(variant, lambda name, form: None)
+        if verify:
+            verify_output(p.name, variant[p.name], p.verify)
+    return ((chosen.when, variant[after[-1].name]),)
 
 
 def _front_passes(options: Options, inline_every: bool, target: str) -> tuple[Pass, ...]:

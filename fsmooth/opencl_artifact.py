@@ -23,8 +23,14 @@ The launcher (``fsmooth.opencl_executable``) relies on these conventions:
   - A launch marked ``fallback`` follows the launch it can replace: of the two, the first runs
     where the 'local' buffers it passes hold at most the device's local memory
     (``CL_DEVICE_LOCAL_MEM_SIZE``) in all, for this call's sizes, and the fallback (the same
-    work, those arrays in 'temp' buffers) runs otherwise.  A buffer only launches that do not
-    run pass is neither allocated nor checked against the device's limits.
+    work, those arrays in 'temp' buffers) runs otherwise.
+  - A launch with a condition ``when`` runs only in a call whose sizes satisfy it, evaluated on
+    the host before any launch, as the constraints are: a kernel nested one way for short rows
+    and another for long ones (``fsmooth.auto_reductions``) has the launches of both, each with
+    its condition, one true and the other false for any sizes.  A launch and its fallback have
+    the same condition; of the two, the local memory decides where it holds.
+  - A buffer only launches that do not run pass is neither allocated nor checked against the
+    device's limits.
   - Failed run-time checks (generated kernels; optional in hand-written artifacts): at most one
     Buffer has role 'status', of ``STATUS_ELEM`` (OpenCL ``int``), one element per launch, and
     every launch passes it.  The launcher zeroes it before the launches and reads it after
@@ -84,6 +90,8 @@ class Launch:
     # run instead of the launch before it where that one's 'local' buffers need more bytes in all
     # than the device's local memory (see above)
     fallback: bool = False
+    # runs only where this condition on the sizes holds (sympy over the size symbols; None: always)
+    when: sympy.Basic | None = None
 
 
 @dataclass(frozen=True)

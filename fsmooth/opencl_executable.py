@@ -7,7 +7,10 @@ converters and size getter are reused), evaluates the kernel's size constraints,
 the *plan* for its sizes: result dims, bytes of every buffer, global and local sizes of every
 launch.  Sizes are computed as the C path's ``K_check_sizes`` computes them (``PYTHON_CHECKED``):
 one that overflows int64 is an OverflowError, a zero divisor a ZeroDivisionError, and a buffer
-larger than the device can allocate a MemoryError, before anything is allocated or launched.  All those formulas were turned into one Python function at construction (no sympy in the
+larger than the device can allocate a MemoryError, before anything is allocated or launched.
+The plan also says which launches run: those whose condition on the sizes holds (``Launch.when``,
+a formula of value 1 or 0 among the others) and, of a launch and its fallback, the one the
+device's local memory allows; a hoisted buffer that no launch that runs passes is not made.  All those formulas were turned into one Python function at construction (no sympy in the
 call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
 buffers of host inputs and outputs) are allocated once and reused while they are large enough,
 and results left on the device come from a memory pool;
@@ -118,10 +121,14 @@ class OpenCLExecutable:
         self._status_zeros = np.zeros(len(artifact.launches), dtype=_STATUS_DTYPE)
         self._sized = tuple(b for b in artifact.buffers.values() if b.role not in ("input", "status", "counter"))
         launches = artifact.launches
+        # the launches that run only where a condition on the sizes holds, each condition a size
+        # formula of value 1 or 0, the last of the formulas
+        self._conditional = tuple(j for j, launch in enumerate(launches) if launch.when is not None)
         formulas = ([d for _, _, dims in interface.outputs for d in dims] + [b.count for b in self._sized]
                     + [g for launch in launches for g in launch.global_size]
                     + [l for launch in launches for l in (launch.local_size or ())]
-                    + list(artifact.fitting))
+                    + list(artifact.fitting)
+                    + [sympy.Piecewise((1, launches[j].when), (0, True)) for j in self._conditional])
         self._sizes_of = compile_size_function(self._symbols, formulas, name)
         self._formulas = formulas
         self._formula_names = (["result size" for _, _, dims in interface.outputs for _ in dims]
@@ -130,7 +137,8 @@ class OpenCLExecutable:
                                   for _ in launch.global_size]
                                + [f"local size of launch {launch.kernel}" for launch in launches
                                   for _ in (launch.local_size or ())]
-                               + ["index arithmetic of the kernels"] * len(artifact.fitting))
+                               + ["index arithmetic of the kernels"] * len(artifact.fitting)
+                               + [f"condition of launch {launches[j].kernel}" for j in self._conditional])
         self._plans: dict[tuple, _Plan] = {}
         self._max_group = self.device.max_work_group_size
 
@@ -181,6 +189,9 @@ class OpenCLExecutable:
         for j, launch in enumerate(a.launches):
             if launch.fallback and (j == 0 or a.launches[j - 1].fallback):
                 raise ValueError(f"{where}: the fallback launch of {launch.kernel} follows no launch it can replace")
+            if launch.fallback and a.launches[j - 1].when != launch.when:
+                raise ValueError(f"{where}: the fallback launch of {launch.kernel} has another condition than "
+                                 f"the launch it replaces")
             if not 1 <= len(launch.global_size) <= 3 or (
                     launch.local_size is not None and len(launch.local_size) != len(launch.global_size)):
                 raise ValueError(f"{where}: launch of {launch.kernel} needs 1 to 3 global dims and "
@@ -253,7 +264,7 @@ class OpenCLExecutable:
         dims = tuple(tuple(next(values) for _ in component_dims) for _, _, component_dims in self.interface.outputs)
         nbytes = {b.name: next(values) * NUMPY_DTYPE[b.elem].itemsize for b in self._sized}
         launches = self.artifact.launches
-        chosen = self._chosen(nbytes)
+        chosen = self._chosen(nbytes, computed[len(computed) - len(self._conditional):])
         passed = frozenset(arg for launch, runs in zip(launches, chosen) if runs for arg in launch.args)
         self._refuse_buffers(nbytes, shown, passed)
         global_sizes = [tuple(next(values) for _ in launch.global_size) for launch in launches]
@@ -288,17 +299,21 @@ class OpenCLExecutable:
         """The bytes of __local memory a 'local' buffer is passed as (at least one element)."""
         return max(nbytes[buffer.name], NUMPY_DTYPE[buffer.elem].itemsize)
 
-    def _chosen(self, nbytes: dict) -> list:
-        """Whether each launch runs: of a launch and its fallback, the launch where the 'local'
-        buffers it passes fit the device's local memory, else the fallback (opencl_artifact)."""
+    def _chosen(self, nbytes: dict, conditions: tuple) -> list:
+        """Whether each launch runs: where its condition on the sizes holds (``conditions``: 1 or
+        0 per launch of ``_conditional``), and of a launch and its fallback, the launch where the
+        'local' buffers it passes fit the device's local memory, else the fallback
+        (opencl_artifact)."""
         launches, buffers = self.artifact.launches, self.artifact.buffers
         chosen = [True] * len(launches)
+        for j, holds in zip(self._conditional, conditions):
+            chosen[j] = holds == 1
         for j, launch in enumerate(launches):
             if launch.fallback:
                 local = sum(self._local_bytes(buffers[arg], nbytes) for arg in launches[j - 1].args
                             if arg in buffers and buffers[arg].role == "local")
-                chosen[j - 1] = local <= self.device.local_mem_size
-                chosen[j] = not chosen[j - 1]
+                fits = local <= self.device.local_mem_size
+                chosen[j - 1], chosen[j] = chosen[j] and fits, chosen[j] and not fits
         return chosen
 
     def _arguments_of(self, formula) -> str:

@@ -4,7 +4,8 @@ Beside the OpenCL program and its launch plan, the module's kernels get C host c
 the C target's library (``fsmooth.embed``) and as Futhark's OpenCL ``--library`` output:
 
     <module>.cl           the OpenCL program: the prelude and every kernel's OpenCL kernels
-    <module>.opencl.json  each kernel's buffers and launches, for a host program of one's own
+    <module>.opencl.json  each kernel's buffers and launches, for a host program of one's own (a
+                          launch's "when": the condition on the sizes under which alone it runs)
     <module>.h            the API: status codes (the C target's, and 7 for a failed OpenCL call),
                           a context that owns the OpenCL state, one documented block per kernel
     <module>.c            the host code: the program (embedded, so no file is read at run time),
@@ -113,7 +114,9 @@ def _launch_description(artifacts: dict, skipped: dict, name: str, fp64: bool) -
                             for b in a.buffers.values()],
                 "launches": [{"kernel": l.kernel, "args": list(l.args), "global_size": _texts(l.global_size),
                               "local_size": None if l.local_size is None else _texts(l.local_size),
-                              "fallback": l.fallback}
+                              "fallback": l.fallback,
+                              # a launch run only where a condition on the sizes holds (Launch.when)
+                              **({"when": print_condition(l.when, C)} if l.when is not None else {})}
                              for l in a.launches]}
         for kname, a in artifacts.items()}, "skipped": skipped}
 
@@ -262,12 +265,20 @@ class _HostKernel:
             def three(sizes_of_launch) -> str:
                 texts = [self.checked(s) for s in sizes_of_launch]
                 return ", ".join(texts + ["1"] * (3 - len(texts)))
-            body += [f"const int64_t fs_global[] = {{{', '.join(three(l.global_size) for l in a.launches)}}};",
+
+            def running(launch) -> tuple:
+                """The global size, 0 where the launch's condition on the sizes does not hold: the
+                runtime neither runs a launch of no work-item nor makes the buffers only it passes."""
+                if launch.when is None:
+                    return launch.global_size
+                return tuple(sympy.Piecewise((g, launch.when), (0, True)) for g in launch.global_size)
+            body += [f"const int64_t fs_global[] = {{{', '.join(three(running(l)) for l in a.launches)}}};",
                      f"const int64_t fs_local[] = {{{', '.join(three(l.local_size or ()) for l in a.launches)}}};",
                      f"const int fs_has_local[] = {{{', '.join(str(int(l.local_size is not None)) for l in a.launches)}}};"]
         call_fields = ["fs_counts", "fs_inputs", "fs_outputs", "fs_sizes" if size_names else "NULL",
                        "fs_scalars" if scalars else "NULL",
                        *(("fs_global", "fs_local", "fs_has_local") if a.launches else ("NULL",) * 3)]
+
         body += [f"const struct fs_cl_call fs_call = {{{', '.join(call_fields)}}};",
                  f"return fs_cl_run(&ctx->fs, {k}, &fs_call);"]
         out.append(kernel)

@@ -24,10 +24,15 @@ INTEL_CPU = DeviceDescription("Intel CPU", "cpu", compute_units=2, max_work_grou
 
 
 def _launched(kernel, device, n: int) -> list:
-    """(work-items, work-group size) of each launch at size ``n`` but the fallbacks (a softmax row
-    too long for local memory: dpia.hoist_opencl)."""
+    """(work-items, work-group size) of each launch that runs at size ``n`` (every size ``n``: its
+    condition holds, ``Launch.when``) but the fallbacks (a softmax row too long for local memory:
+    dpia.hoist_opencl)."""
     artifact = kernel.with_options(opencl_device=device).opencl_artifact()
-    return [w for w, launch in zip(_work(artifact, n), artifact.launches) if not launch.fallback]
+
+    def runs(launch) -> bool:
+        return launch.when is None or bool(launch.when.subs({s: n for s in launch.when.free_symbols}))
+
+    return [w for w, launch in zip(_work(artifact, n), artifact.launches) if not launch.fallback and runs(launch)]
 
 
 def _strategy(kernel, device) -> str:
@@ -36,10 +41,13 @@ def _strategy(kernel, device) -> str:
 
 
 def test_the_generic_gpu_makes_the_rules_choices():
-    """A group of 256 per row for gemv and softmax (symbolic rows, taken to be long), a work-item
-    per row for rows of 3, two-phase for a symbolic fold, one work-item for a fold of 10."""
+    """A group of 256 per row for gemv and softmax (rows of 500, long: symbolic rows are chosen
+    for at the call, test_opencl_row_variants), a work-item per row for rows of 10 and of 3, two-phase
+    for a symbolic fold, one work-item for a fold of 10."""
     assert _launched(auto.gemv_auto, GENERIC_GPU, 500) == [(500 * 256, 256)]
     assert _launched(ml.softmax_rows, GENERIC_GPU, 500) == [(500 * 256, 256)]
+    assert _launched(auto.gemv_auto, GENERIC_GPU, 10) == [(256, 256)]
+    assert _launched(ml.softmax_rows, GENERIC_GPU, 10) == [(256, 256)]
     assert _launched(auto.short_rows, GENERIC_GPU, 500) == [(512, 256)]
     assert _launched(auto.sum_f, GENERIC_GPU, 2 ** 20) == [(64 * 256, 256)]  # one launch: the last group combines
     assert _launched(auto.sum_first_ten, GENERIC_GPU, 100) == [(1, 1)]

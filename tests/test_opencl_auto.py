@@ -5,6 +5,7 @@ may overflow when regrouped, stays on one work-item; annotated programs are left
 ``fsmooth explain`` says what was chosen; the shape is tunable (``OpenCLReduction``)."""
 from __future__ import annotations
 
+import collections
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ from fsmooth.cli import main
 from fsmooth.cost_model import GENERIC_GPU, DeviceDescription
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.options import OpenCLReduction, Options, default_options
+from fsmooth.types import rank
 from opencl_oclgrind import run_under_oclgrind
 from test_corpus import assert_close
 
@@ -70,6 +72,30 @@ def _work(artifact, n: int) -> list[tuple[int, int]]:
 
     return [(at(launch.global_size[0]), at(launch.local_size[0]) if launch.local_size else 0)
             for launch in artifact.launches]
+
+
+def _running(artifact, rows: int, cols: int) -> list:
+    """The launches that run on a matrix of ``rows`` x ``cols`` (and vectors of ``cols``): those
+    whose condition on the sizes holds (``Launch.when``), with the sizes (by name) they are at."""
+    ranks = {p: rank(ty) for p, ty in artifact.interface.params}
+    at = {s.symbol: rows if s.dim == 0 and ranks[s.param] == 2 else cols for s in artifact.interface.sizes}
+
+    def holds(when) -> bool:
+        return when is None or bool(when.subs({s: at[s.name] for s in when.free_symbols}))
+
+    return [launch for launch in artifact.launches if holds(launch.when)], at
+
+
+def _work_at(artifact, rows: int, cols: int) -> list[tuple[int, int]]:
+    """(work-items, work-group size) of each launch that runs on a matrix of ``rows`` x ``cols``."""
+    launches, at = _running(artifact, rows, cols)
+
+    def value(e):
+        e = sympy.sympify(e)
+        return int(e.subs({s: at[s.name] for s in e.free_symbols}))
+
+    return [(value(launch.global_size[0]), value(launch.local_size[0]) if launch.local_size else 0)
+            for launch in launches]
 
 
 @pytest.mark.parametrize("name", PARALLEL)
@@ -134,10 +160,13 @@ def test_maps_of_reductions_equal_reference_and_numpy(intel_cpu_context, name, d
 def test_a_map_of_reductions_gets_a_group_per_row_unless_rows_are_short():
     for name in ROWS[:3]:
         artifact = getattr(auto, name).opencl_artifact()
-        # 500 rows: 500 groups of 256; logsumexp's row, read by both its reductions, staged in local
-        # memory (dpia.stage_rows), with the kernel as it was for its fallback
-        assert _work(artifact, 500) == [(500 * 256, 256)] * (2 if name == "row_logsumexp" else 1), name
-        assert [launch.fallback for launch in artifact.launches][1:] == [True] * (name == "row_logsumexp")
+        # 500 rows of 5,000: 500 groups of 256; logsumexp's row, read by both its reductions, staged
+        # in local memory (dpia.stage_rows), with the kernel as it was for its fallback
+        assert _work_at(artifact, 500, 5000) == [(500 * 256, 256)] * (2 if name == "row_logsumexp" else 1), name
+        long, _ = _running(artifact, 500, 5000)
+        assert [launch.fallback for launch in long][1:] == [True] * (name == "row_logsumexp")
+        # rows of 10, known only at the call: a work-item per row (test_opencl_row_variants)
+        assert _work_at(artifact, 500, 10) == [(512, 256)], name
         assert "map of reductions" in artifact.source[:artifact.source.index("typedef")]
     short = auto.short_rows.opencl_artifact()
     assert _work(short, 500) == [(512, 256)]  # a work-item per row, in whole groups of 256
@@ -184,9 +213,10 @@ def test_a_map_of_rows_gets_a_group_per_row_unless_rows_are_short():
     for name in ("softmax_rows", "softmax_rows_f32", "l2_normalised_rows"):
         kernel = ROW_MAPS[name][0]
         artifact = kernel.opencl_artifact()
-        # softmax's exponentials: one launch, or its fallback (test_a_row_intermediate_...)
-        assert set(_work(artifact, 500)) == {(500 * 256, 256)}, name
-        assert sum(not launch.fallback for launch in artifact.launches) == 1, name
+        # rows of 5,000: softmax's exponentials: one launch, or its fallback (test_a_row_intermediate_...)
+        assert set(_work_at(artifact, 500, 5000)) == {(500 * 256, 256)}, name
+        assert sum(not launch.fallback for launch in _running(artifact, 500, 5000)[0]) == 1, name
+        assert _work_at(artifact, 500, 10) == [(512, 256)], name  # short rows: a work-item per row
         head = artifact.source[:artifact.source.index("typedef")]
         assert "map of reductions" in head and "the row's builds spread over the lanes" in head, name
         assert _work(kernel.with_options(auto_reductions=False).opencl_artifact(), 500) == [(512, 256)], name
@@ -217,8 +247,10 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     the device's local memory, keeps the exponentials in the output row itself: no scratch."""
     kernel = ROW_MAPS[name][0]
     artifact = kernel.opencl_artifact()
-    preferred, fallback = artifact.launches
+    # and a work-item per row where rows are short (test_opencl_row_variants), of the same condition
+    preferred, fallback, short = artifact.launches
     assert not preferred.fallback and fallback.fallback and fallback.kernel == f"{preferred.kernel[:-2]}_fallback_k"
+    assert preferred.when == fallback.when == sympy.Not(short.when) and short.kernel.endswith("_v1_k")
     local_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
                                if a in artifact.buffers and artifact.buffers[a].role == "local"]
     temp_of = lambda launch: [artifact.buffers[a] for a in launch.args  # noqa: E731
@@ -228,7 +260,7 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     # the fallback's exponentials: in the output row (f64), where each work-item reads back only its
     # own elements; f32's sum starts from e[0] and so reads its neighbour's e[k + 1]: a scratch row
     fallback_scratch = ["m_d0*m_d1"] if name.endswith("f32") else []
-    assert [str(b.count) for b in artifact.buffers.values() if b.role == "temp"] == fallback_scratch
+    assert [str(b.count) for b in temp_of(fallback)] == fallback_scratch
     assert all(b.count.is_Integer for b in local_of(fallback))  # the trees' arrays only
     text = _kernel_text(artifact, preferred.kernel)
     params = text[:text.index(")")]
@@ -250,15 +282,16 @@ def test_a_row_intermediate_lives_in_local_memory_with_a_global_fallback(name):
     assert ("barrier(CLK_GLOBAL_MEM_FENCE)" in back) == bool(fallback_scratch)
     assert len(re.findall(r"\bout\[", back)) == (1 if fallback_scratch else 4)
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" in _kernel_text(unstaged, fallback.kernel)
-    assert [str(b.count) for b in unstaged.buffers.values() if b.role == "temp"] == ["m_d0*m_d1"]
+    assert [str(unstaged.buffers[a].count) for a in unstaged.launches[1].args
+            if a in unstaged.buffers and unstaged.buffers[a].role == "temp"] == ["m_d0*m_d1"]
     head = artifact.source[:artifact.source.index("typedef")]
     assert "instead of " + preferred.kernel in head and "with an intermediate row in local memory" in head
     # no intermediate, but the row read by the norm's loop and by the result's: staged in a local
     # row of its own, with the kernel as it was (no local row) for the fallback
     l2_rows = auto.l2_normalised_rows.opencl_artifact()
-    assert [launch.fallback for launch in l2_rows.launches] == [False, True]
+    assert [launch.fallback for launch in l2_rows.launches] == [False, True, False]
     assert "intermediate row" not in l2_rows.source
-    staged, unstaged = (_kernel_text(l2_rows, launch.kernel) for launch in l2_rows.launches)
+    staged, unstaged = (_kernel_text(l2_rows, launch.kernel) for launch in l2_rows.launches[:2])
     assert len(re.findall(r"\bm\[", staged)) == 1 and len(re.findall(r"\bm\[", unstaged)) == 2
 
 
@@ -415,7 +448,9 @@ def test_a_reduction_is_one_launch_where_both_phases_bind_a_size_of_their_own():
     from corpus import adbench_gmm
 
     launches = [launch for launch in adbench_gmm.gmm_full_objective.opencl_artifact().launches if not launch.fallback]
-    assert len(launches) == 8  # and no launch of one work-item for its constant -0.5·n·d·log 2π
+    # 8 launches for each nesting of sum_qs' map of rows of d, short rows and long (test_opencl_row_variants),
+    # and no launch of one work-item for its constant -0.5·n·d·log 2π
+    assert sorted(collections.Counter(launch.when for launch in launches).values()) == [8, 8]
     assert all(launch.global_size != (1,) for launch in launches)
     assert not any(str(launch.global_size[0]) == "256" for launch in launches)  # no launch of one group of 256
 
@@ -628,15 +663,17 @@ def test_a_staged_row_shares_the_row_it_becomes_only_behind_a_barrier(intel_cpu_
     rows = lambda launch: sorted(str(artifact.buffers[a].count) for a in launch.args  # noqa: E731
                                  if a in artifact.buffers and artifact.buffers[a].role in ("local", "temp")
                                  and not artifact.buffers[a].count.is_Integer)
-    assert [rows(launch) for launch in artifact.launches] == [["m_d1", "m_d1"], ["m_d0*m_d1"]]
+    # the group per row's two local rows, its fallback's scratch, and the short rows' work-item per
+    # row (test_opencl_row_variants) with its exponentials in a scratch too
+    assert [rows(launch) for launch in artifact.launches] == [["m_d1", "m_d1"], ["m_d0*m_d1"], ["m_d0*m_d1"]]
     text = _kernel_text(artifact, artifact.launches[0].kernel)
     assert len(re.findall(r"\bm\[", text)) == 2  # the row once, and m[row][0]
     # compiled for a GPU (a CPU's local memory is its RAM: nothing staged there), run on Intel's CPU
     executable = reversed_rows.with_options(opencl_device=GENERIC_GPU).opencl_executable(intel_cpu_context)
     rng = np.random.default_rng(11)
-    for shape, ran in (((3, 257), "_k"), ((1, 70_000), "_fallback_k")):
+    for shape, ran in zip(((3, 1000), (1, 70_000), (3, 257)), artifact.launches):
         m = rng.standard_normal(shape)
         got = executable(m)
         assert_close(got, np.asarray(reversed_rows.reference(m)).reshape(shape), rtol=1e-12, atol=1e-14)
         assert_close(got, ml.np_softmax_rows(m)[:, ::-1], rtol=1e-12, atol=1e-14)
-        assert [launch.kernel[-len(ran):] == ran for launch in executable.last_profile] == [True]
+        assert [launch.kernel for launch in executable.last_profile] == [ran.kernel]

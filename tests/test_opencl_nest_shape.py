@@ -37,11 +37,13 @@ def _nests(kernel) -> list:
 
 
 def _launches_2d(artifact, **sizes) -> list[tuple]:
+    """The 2-D launches that run at ``sizes`` (their condition holds: ``Launch.when``), at them."""
     def at(e):
         e = sympy.sympify(e)
-        return int(e.subs({s: sizes[s.name] for s in e.free_symbols}))
-    return [(tuple(map(at, launch.global_size)), tuple(map(at, launch.local_size)))
-            for launch in artifact.launches if len(launch.global_size) == 2]
+        return e.subs({s: sizes[s.name] for s in e.free_symbols})
+    return [(tuple(int(at(g)) for g in launch.global_size), tuple(int(at(l)) for l in launch.local_size))
+            for launch in artifact.launches
+            if len(launch.global_size) == 2 and (launch.when is None or bool(at(launch.when)))]
 
 
 @pytest.mark.parametrize("n, d, k, tile", [(10_000, 2, 5, (32, 8)), (2_500_000, 2, 5, (256, 1)),

@@ -33,7 +33,8 @@ def planned(kernel, monkeypatch) -> codegen_opencl.OpenCLPlan:
     """The vectorised OpenCL plan of ``kernel``, as ``generate_opencl`` gets it."""
     seen = []
     with monkeypatch.context() as patched:
-        patched.setattr(codegen_opencl, "generate_opencl", lambda plan, options, notes=(): seen.append(plan))
+        patched.setattr(codegen_opencl, "generate_opencl",
+                        lambda plan, options, notes=(), variants=(): seen.append(plan))
         compile_to_opencl(kernel.program(), kernel.options)
     return seen[0]
 
