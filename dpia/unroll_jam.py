@@ -204,13 +204,14 @@ def jam_lanes(body: p.Phrase, J: int, names: NameSupply) -> p.Phrase:
             else for J (λ s. new i (i := e(b) + 32 s; if i < n then P(i, B(A[i])[k])))))
 
     with e(b) = 32J⌊b/32⌋ + b mod 32 (``lane_rows``): a warp's 32 work-items run 32·J elements,
-    element s of each its lane's neighbour's plus one, as without the jam, so that they read and
-    write neighbours (and ``dpia.stage_tiles`` stages the 32·J rows a work-group walks).  The blocks of
-    32·J elements all below n run jammed; the last, partial one runs each work-item's elements one
-    after another, those below n.  Unlike ``_blocks``, the copies share what does not depend on the
-    element (``_element_names``): a variable they would each compute alike is one, assigned once,
-    and a read of memory they each make alike is made once (``_shared_reads``): GMM's icf[k][…] and
-    means[k][j], read in the triangle of each point's k, are read once for J points."""
+    the s-th elements of neighbouring lanes neighbours, as without the jam, so that a warp reads and
+    writes neighbours (and ``dpia.stage_tiles`` stages the 32·J rows a work-group walks).  The
+    blocks of 32·J elements all below n run jammed; the last, partial one runs each work-item's
+    elements one after another, those below n.  Unlike ``_blocks``, the copies share what does not
+    depend on the element (``_element_names``): a variable they would each compute alike is one,
+    assigned once, and a read or an operation they each compute alike is computed once
+    (``_shared_reads``): GMM's icf[k][…] and means[k][j], read in the triangle of each point's k,
+    are read once for J points."""
     top = next(p.loops_at_top(body))
     lets, inner = lanes_body(top)
     n = sympy.sympify(top.size)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import opencl_nest_kernels as nk
-from corpus import adbench_gmm, image
+from corpus import adbench_gmm, gmm, image
 from fsmooth.cost_model import GENERIC_GPU, choose_nest
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.dpia.codegen_opencl import strategy_comment
@@ -21,6 +21,7 @@ from fsmooth.opencl_executable import OpenCLExecutable
 from opencl_oclgrind import run_under_oclgrind
 from test_adbench_corpus import gmm_args
 from test_corpus import assert_close
+from test_corpus import gmm_args as corpus_gmm_args
 
 
 @functools.cache
@@ -97,6 +98,23 @@ def test_gmm_jammed_equals_reference_and_numpy(intel_cpu_context, d, k):
         assert_close(got, expected, rtol=1e-10, atol=1e-10 * scale)
 
 
+def test_diagonal_gmm_jammed_equals_reference_and_numpy(intel_cpu_context):
+    """corpus.gmm's objective (diagonal Q_k): exp(qs[k][j]) and means[k][j] computed once for 2 points."""
+    kernel = gmm.gmm_objective
+    artifact = _trace(kernel).last("opencl")
+    scores = artifact.source.split("gmm_gmm_objective_0_k(", 1)[1].split("barrier(CLK_LOCAL_MEM_FENCE)", 1)[1]
+    scores = scores.split("} else {", 1)[0]  # the whole blocks
+    assert scores.count("fs_exp_f64(qs[") == 1 and scores.count("tile_x_buf_1[") == 2
+    executable = OpenCLExecutable(artifact, intel_cpu_context, kernel.program().main.params)
+    rng = np.random.default_rng(12)
+    for n, k, d in ((1, 1, 1), (3, 2, 2), (33, 5, 3), (65, 1, 20), (130, 4, 0), (97, 3, 7)):
+        args = corpus_gmm_args(rng, (n, k, d))
+        got = executable.call(*args)
+        expected = gmm.np_gmm_objective(*args)
+        assert_close(got, kernel.reference(*args), rtol=1e-10, atol=1e-10 * max(1.0, abs(expected)))
+        assert_close(got, expected, rtol=1e-10, atol=1e-10 * max(1.0, abs(expected)))
+
+
 def test_gmm_jammed_runs_its_fallback_where_64_rows_exceed_local_memory(intel_cpu_context):
     kernel = adbench_gmm.gmm_full_objective
     artifact = _trace(kernel).last("opencl")
@@ -116,7 +134,7 @@ def test_gmm_jammed_runs_its_fallback_where_64_rows_exceed_local_memory(intel_cp
 def test_oclgrind_finds_no_race_or_bad_access_in_the_jammed_gmm():
     ok, report = run_under_oclgrind("""
         import numpy as np
-        from corpus import adbench_gmm, image
+        from corpus import adbench_gmm, gmm, image
         from fsmooth.cost_model import GENERIC_GPU
         from test_adbench_corpus import gmm_args
         kernel = adbench_gmm.gmm_full_objective.with_options(opencl_device=GENERIC_GPU)
