@@ -14,6 +14,7 @@ import pytest
 
 import opencl_nest_kernels as nk
 from corpus import adbench_gmm, gmm, image
+from fsmooth import cost_model
 from fsmooth.cost_model import GENERIC_GPU, choose_nest
 from fsmooth.driver import opencl_passes, run_passes
 from fsmooth.dpia.codegen_opencl import strategy_comment
@@ -147,3 +148,22 @@ def test_oclgrind_finds_no_race_or_bad_access_in_the_jammed_gmm():
             assert abs(got - expected) <= 1e-10 * max(1.0, abs(expected)), (n, got, expected)
     """)
     assert ok, report
+
+
+def test_without_the_jam_a_work_item_stages_its_one_row(intel_cpu_context, monkeypatch):
+    """The cost model with no jam factor (``NEST_JAMS`` empty) prices and stages as before it had
+    one: squared distances run the centres along the lanes, each work-item's row of c copied into
+    a tile of 32 rows, element j of lane l at 32·j + l; the results are the reference's and numpy's."""
+    monkeypatch.setattr(cost_model, "NEST_JAMS", ())
+    artifact = run_passes(opencl_passes(nk.squared_distances.options), nk.squared_distances.program()).last("opencl")
+    staged = artifact.source.split("squared_distances_k(", 1)[1].split("__kernel", 1)[0]
+    assert staged.count("c[") == 1 and "tile_c_buf_1[(lane + (32 * j))]" in staged and "part" not in staged
+    assert "jammed" not in strategy_comment(artifact.source)
+    assert str(artifact.buffers["tile_c_buf"].count) == "32*c_d1"
+    executable = OpenCLExecutable(artifact, intel_cpu_context, nk.squared_distances.program().main.params)
+    rng = np.random.default_rng(9)
+    for n, k, d in ((1, 1, 1), (37, 5, 3), (9, 70, 4), (3, 33, 0)):
+        x, c = rng.standard_normal((n, d)), rng.standard_normal((k, d))
+        got = executable.call(x, c)
+        assert_close(got, np.asarray(nk.squared_distances.reference(x, c)).reshape(n, k), rtol=1e-12, atol=1e-12)
+        assert_close(got, nk.squared_distances_oracle(x, c), rtol=1e-12, atol=1e-12)
