@@ -535,15 +535,25 @@ class _OpenCLEmitter(KernelEmitter):
         inside = ranges.inside(index_symbol(lane), c.lanes - 1)
         copying = inside.inside(index_symbol(row), n - 1).inside(index_symbol(column), d - 1)
         scalars = {**env, c.lane: ScalarVariable(lane), row: ScalarVariable(row), column: ScalarVariable(column)}
+        part = c.part and self.namer.fresh(c.part)
+        if part is not None:
+            copying = copying.inside(index_symbol(part), c.jam - 1)
+            scalars[c.part] = ScalarVariable(part)
         at = lambda name, size: p.Ident(name, p.ExpT(p.IdxT(size)))  # noqa: E731
         copy = p.Assign(p.Idx(c.tile, at(column, length), rows.elem.elem, length),
                         p.Idx(p.Idx(c.source, at(row, rows.size), rows.elem, rows.size), at(column, length),
                               rows.elem.elem, length))
         head = (f"for (int64_t {column} = get_local_id(1); {column} < {strip_parentheses(self.cint(d, ranges))}; "
                 f"{column} += get_local_size(1)) {{")
-        return ([f"const int64_t {lane} = get_local_id(0);", f"const int64_t {row} = get_global_id(0);",
-                 f"if ({row} < {strip_parentheses(self.cint(n, ranges))}) {{", *indent([head]),
-                 *indent(indent(self.comm(copy, scalars, copying))), "    }", "}", "barrier(CLK_LOCAL_MEM_FENCE);"]
+        staging = [f"if ({row} < {strip_parentheses(self.cint(n, ranges))}) {{", *indent([head]),
+                   *indent(indent(self.comm(copy, scalars, copying))), "    }", "}"]
+        if part is not None:  # the work-item's rows (``p.StagedRows.jam``)
+            staging = [f"for (int64_t {part} = 0; {part} < {c.jam}; {part}++) {{",
+                       f"    const int64_t {row} = {c.jam} * (get_global_id(0) - {lane}) + {lane} + {c.lanes} * {part};",
+                       *indent(staging), "}"]
+        else:
+            staging = [f"const int64_t {row} = get_global_id(0);", *staging]
+        return ([f"const int64_t {lane} = get_local_id(0);", *staging, "barrier(CLK_LOCAL_MEM_FENCE);"]
                 + self.comm(c.body, {**env, c.lane: ScalarVariable(lane)}, inside))
 
     def _first_and_step(self, level: str) -> tuple[str, str]:

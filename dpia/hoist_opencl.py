@@ -65,6 +65,7 @@ from . import phrases as p
 from .nest_accesses import global_nest
 from .phrases import free_identifiers, loops_at_top
 from .strategy_check import PARALLEL, check_passive, level_of, private_count, region_spaces, resolve_levels, root
+from .unroll_jam import jam_lanes
 
 MAX_LOCAL = 256
 DEFAULT_LOCAL = 64
@@ -119,6 +120,7 @@ class Phase:
     dimensions: tuple | None = None
     tiles: tuple | None = None
     nest: Nest | None = None  # the nest the cost model priced for them
+    jam: int = 1  # the elements of its loop along the lanes a work-item runs (``dpia.unroll_jam.jam_lanes``)
 
     def parts(self) -> tuple:
         """The phrases the launch runs: the body, then the last group's and the tail where present."""
@@ -192,6 +194,8 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         spaces = region_spaces(body, regions, outer)
         contiguous = _contiguous_regions(body)
         shape = {} if sequential or said else _nest_shape(body, device, notes)
+        if shape.get("jam", 1) > 1:
+            body = jam_lanes(body, shape["jam"], NameSupply(set(taken) | p.identifiers(body) | sizes | read_only))
         hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous, shape.get("dimensions"))
         global_size, local_size = _ndrange(hoisted, sequential, sizes, shape.get("dimensions"))
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
@@ -233,7 +237,7 @@ def _nest_shape(body: p.Phrase, device: DeviceDescription, notes: list) -> dict:
     groups = tiles[0] if len(tiles) == 1 else f"the least padded for the call's sizes of {', '.join(tiles)}"
     notes.append(f"the nest of global loops over {', '.join(nest.loops)} runs {chosen.lanes} along the lanes "
                  f"(NDRange dimension 0), in work-groups of {groups} ({choice.explain()})")
-    return {"dimensions": chosen.dimensions, "tiles": choice.launch_tiles, "nest": nest}
+    return {"dimensions": chosen.dimensions, "tiles": choice.launch_tiles, "nest": nest, "jam": chosen.jam}
 
 
 def _fallback(body: p.Phrase, spaces: dict) -> dict | None:

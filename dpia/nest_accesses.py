@@ -28,6 +28,7 @@ from fsmooth.types import BYTES
 
 from . import phrases as p
 from .strategy_check import level_of, root
+from .unroll_jam import lanes_body
 
 
 def global_nest(body: p.Phrase) -> Nest | None:
@@ -58,7 +59,9 @@ def global_nest(body: p.Phrase) -> Nest | None:
         patterns = tuple("consecutive" if one and lp is leaf else "scattered" for lp in chain)
         accesses.append(Access(root(top.acc) or "the result", patterns, () if one else (scalars,), elem, write=True))
     sizes = tuple(sympy.sympify(lp.size) for lp in chain)
-    return Nest(indices, sizes, tuple(accesses))
+    lanes = lanes_body(top)  # jam_lanes jams the copies of the second loop's body: no loop of the nest in it
+    jammable = len(chain) == 2 and lanes is not None and lanes[1] is chain[1]
+    return Nest(indices, sizes, tuple(accesses), 0 if jammable else None)
 
 
 @dataclass(frozen=True)

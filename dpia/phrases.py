@@ -534,6 +534,11 @@ class StagedRows(Phrase):
     lanes: int  # the work-group's size along dimension 0
     lane: str
     body: Phrase  # comm
+    # a work-item's rows (``dpia.unroll_jam.jam_lanes``): row part of lane l of group g is
+    # lanes·jam·g + l + lanes·part, at column c of the tile at l + lanes·part + lanes·jam·c (``tile``
+    # is the view of part ``part``)
+    jam: int = 1
+    part: str | None = None
 
 
 # ----------------------------------------------------------------------------- vectors
@@ -750,8 +755,9 @@ def show(p: Phrase, indent: int = 0) -> str:
                     f"{nl}{'exclusive ' if g.exclusive else ''}{'checked ' if g.checked else ''}write (λ {g.index} {g.state} {g.item}.{nl}  "
                     f"{show(g.write, indent + 2)})"
                     f"{nl}total (λ {g.group} {g.state}.{nl}  {show(g.total, indent + 2)})")
-        case StagedRows(source, tile, lanes, lane, body):
-            return (f"stage the rows of {_atomic(source, indent)} in {_atomic(tile, indent)}, transposed by {lanes} "
+        case StagedRows(source, tile, lanes, lane, body, jam, part):
+            rows = f", {jam} rows a lane (λ {part}.)" if jam > 1 else ""
+            return (f"stage the rows of {_atomic(source, indent)} in {_atomic(tile, indent)}, transposed by {lanes}{rows} "
                     f"(λ {lane}.{nl}{show(body, indent + 1)})")
         case AsVector(width, at):
             return f"asVector {width} {_atomic(at, indent)}"
@@ -879,8 +885,8 @@ def binders(ph: Phrase) -> set:
             return {group, index, state, item} | {x.name for x in (*tiles, *sums, words, *window) if isinstance(x, Ident)}
         case DoubleBuffer(index=index, state=state, out=out):
             return {index, state, out}
-        case StagedRows(lane=lane):
-            return {lane}
+        case StagedRows(lane=lane, part=part):
+            return {lane} | ({part} if part is not None else set())
     return set()
 
 

@@ -19,7 +19,12 @@ before the reads outside every loop (``phrases.StagedRows``, which code generati
 launch's work-group is then 32 × 8: the tile holds 32 rows, and the group's 8 work-items along
 dimension 1 copy them.
 
-Fallback.  The tile holds 32·d scalars, d known only at the call: the phase as it was is its
+Jammed.  Where each work-item runs J points (``dpia.unroll_jam.jam_lanes``: point s of lane l of
+group g is 32·J·g + l + 32·s), the tile holds the 32·J rows of the group, point s of lane l at
+l + 32·s, element c at + 32·J·c: a warp's read of one column of its s-th points is still 32
+neighbouring scalars.  Each work-item copies its J rows.
+
+Fallback.  The tile holds 32·J·d scalars, d known only at the call: the phase as it was is its
 fallback, run where the tile exceeds the device's local memory (``hoist_opencl``'s mechanism).
 """
 from __future__ import annotations
@@ -35,8 +40,7 @@ from fsmooth.types import ArrayT
 from . import phrases as p
 from .from_dps import as_exp
 from .hoist_opencl import MAX_LOCAL, HoistedBuffer, nest_dimension
-
-LANES = 32  # a tile's rows: the work-group's size along dimension 0
+from .unroll_jam import LANES, lane_rows  # a tile's rows: the work-group's size along dimension 0
 
 
 def stage_tiles(planned, device: DeviceDescription):
@@ -68,48 +72,73 @@ def _staged(phase, inputs: frozenset, buffers: dict, names: NameSupply, notes: l
     index = next(name for depth, name in enumerate(phase.nest.loops)
                  if nest_dimension(depth, count, phase.dimensions) == 0)
     loop = next(c for c in p.walk(phase.body) if isinstance(c, p.ParFor) and c.index == index)
-    sources = dict.fromkeys(read.arr.arr for read in _walked_rows(loop.body, inputs, index, False))
+    parts = _parts(loop, phase.jam)
+    sources = dict.fromkeys(read.arr.arr for read in _walked_rows(loop.body, inputs, parts, False))
     if not sources:
         return None
     taken = NameSupply(p.identifiers(phase.body))
     body, stages = loop.body, []
+    rows = LANES * phase.jam
     for source in sources:
         row = source.type.data.elem  # Arr(d, num)
         buf = HoistedBuffer(names.fresh(f"tile_{source.name}"), "local", p.scalar_of(row),
-                            sympy.Integer(LANES) * sympy.sympify(row.size))
+                            sympy.Integer(rows) * sympy.sympify(row.size))
         buffers[buf.name] = buf
-        lane = taken.fresh("lane")
+        lane, part = taken.fresh("lane"), taken.fresh("part") if phase.jam > 1 else None
         flat = p.Arr(buf.count, p.Num(buf.elem))
-        offset = sympy.Symbol(lane, integer=True)
-        tile = p.Shift(p.Ident(buf.name, p.AccT(flat)), offset, row, sympy.Integer(LANES))
-        body = _read_from(body, source, index, as_exp(tile))
-        stages.append((source, tile, lane))
+
+        def view(offset: sympy.Expr) -> p.Shift:
+            """The tile's row of the element ``offset`` rows of ``LANES`` after the lane's first."""
+            at = sympy.Symbol(lane, integer=True) + LANES * offset
+            return p.Shift(p.Ident(buf.name, p.AccT(flat)), at, row, sympy.Integer(rows))
+
+        body = _read_from(body, source, {name: as_exp(view(offset)) for name, offset in parts.items()})
+        stages.append((source, view(sympy.Symbol(part, integer=True) if part else sympy.Integer(0)), lane, part))
         notes.append(f"the rows of {source.name} that the nest's loop over {index} walks are staged in local memory, "
-                     f"transposed: {LANES} rows a work-group of {LANES} × {MAX_LOCAL // LANES} (the kernel as it was where "
+                     f"transposed: {rows} rows a work-group of {LANES} × {MAX_LOCAL // LANES} (the kernel as it was where "
                      f"they exceed the device's local memory)")
     staged = p.replaced(phase.body, {id(loop): dataclasses.replace(loop, body=body)})
-    for source, tile, lane in reversed(stages):
-        staged = p.StagedRows(source, tile, LANES, lane, staged)
+    for source, tile, lane, part in reversed(stages):
+        staged = p.StagedRows(source, tile, LANES, lane, staged, phase.jam, part)
     tile = (LANES, MAX_LOCAL // LANES) + (1,) * (len(phase.global_size) - 2)
     return dataclasses.replace(phase, body=staged, tiles=(tile,))
 
 
-def _walked_rows(c: p.Phrase, inputs: frozenset, index: str, in_loop: bool):
-    """The reads ``source[index][c]`` of an input's rows of scalars inside a sequential loop of ``c``."""
+def _parts(loop: p.ParFor, jam: int) -> dict:
+    """The variables that name the elements of ``loop``'s work-item: its index, or where it runs
+    ``jam`` > 1 of them (``dpia.unroll_jam.jam_lanes``), each element's index, assigned the
+    work-item's first element plus ``LANES`` times this part (an integer, or a loop's index):
+    name -> part."""
+    if jam == 1:
+        return {loop.index: sympy.Integer(0)}
+    first = lane_rows(sympy.Symbol(loop.index, integer=True), jam)
+    parts = {}
+    for c in p.walk(loop.body):
+        match c:
+            case p.New(name, body=p.Seq((p.Assign(p.Ident(target), p.NatExp(value)), *_))) if target == name:
+                part = sympy.simplify((value - first) / LANES)
+                if part.is_Integer or part.is_Symbol:
+                    parts[name] = part
+    return parts
+
+
+def _walked_rows(c: p.Phrase, inputs: frozenset, parts: dict, in_loop: bool):
+    """The reads ``source[i][c]`` of an input's rows of scalars inside a sequential loop of ``c``,
+    i one of ``parts``."""
     match c:
         case p.Idx(p.Idx(p.Ident(name, p.ExpT(p.Arr(_, p.Arr(_, p.Num())))), p.Ident(i)), _) if (
-                in_loop and name in inputs and i == index):
+                in_loop and name in inputs and i in parts):
             yield c
         case p.For():
             in_loop = True
     for child in p.children(c):
-        yield from _walked_rows(child, inputs, index, in_loop)
+        yield from _walked_rows(child, inputs, parts, in_loop)
 
 
-def _read_from(c: p.Phrase, source: p.Ident, index: str, view: p.Shift) -> p.Phrase:
-    """``c`` with each read of ``source[index][c]`` reading ``view[c]``."""
+def _read_from(c: p.Phrase, source: p.Ident, views: dict) -> p.Phrase:
+    """``c`` with each read of ``source[i][c]`` reading ``views[i][c]``."""
     match c:
-        case p.Idx(p.Idx(p.Ident() as arr, p.Ident(i)), _) if arr == source and i == index:
-            return dataclasses.replace(c, arr=view)
-    return p.map_children(lambda child: _read_from(child, source, index, view), c)
+        case p.Idx(p.Idx(p.Ident() as arr, p.Ident(i)), _) if arr == source and i in views:
+            return dataclasses.replace(c, arr=views[i])
+    return p.map_children(lambda child: _read_from(child, source, views), c)
 

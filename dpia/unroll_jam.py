@@ -1,10 +1,12 @@
-"""Unroll-and-jam of a parallel loop (``Strategy.jam``): each work-item runs J consecutive
+"""Unroll-and-jam of a parallel loop (``Strategy.jam``; for a nest of global loops on a GPU,
+``jam_lanes``): each work-item runs J consecutive
 iterations together, their loops fused into one, on the imperative DPIA of the OpenCL back end,
 before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item per J iterations).
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
-``x``).  Folding J rows in one loop, a shared vector is loaded once for the J rows, and the J rows
+``x``).  On a GPU, the loop along the lanes of a nest of global loops is jammed inside the nest's
+next loop, so that the nest stays one (``jam_lanes``, ``cost_model.choose_nest``).  Folding J rows in one loop, a shared vector is loaded once for the J rows, and the J rows
 stream together, which a CPU core's prefetcher follows.
 
     parfor m A (λ i o. P(i, o))        (jam J)
@@ -36,6 +38,7 @@ from fsmooth.types import Bool, Card, Index
 
 from . import phrases as p
 from .from_dps import as_exp
+from .strategy_check import level_of, root
 
 
 def unroll_jam_program(program: p.ImperativeProgram) -> p.ImperativeProgram:
@@ -76,7 +79,7 @@ def _blocks(loop: p.ParFor, J: int, names: NameSupply) -> p.Phrase:
     bound = [ph.name for ph in p.walk(loop.body) if isinstance(ph, p.New)]
     first = p.ScalarOp("mul", (p.Literal(J, p.Num(Index)), p.Ident(b, p.ExpT(p.IdxT(count)))), p.Num(Index))
     jammed = _jam([copy(first, p.Literal(k, p.Num(Index)), {name: names.fresh(name) for name in (loop.index, *bound)})
-                   for k in range(J)])
+                   for k in range(J)], None)
     # only the last block is partial: its first element is J·⌊m/J⌋, which the ranges then bound
     rest = sympy.Mod(m, J)
     last = p.For(p.NatExp(rest, p.Num(Card)), r,
@@ -110,21 +113,33 @@ def _renamed(c: p.Phrase, renames: dict) -> p.Phrase:
     return p.map_children(lambda ph: _renamed(ph, renames), c)
 
 
-def _jam(copies: list) -> p.Phrase:
+def _jam(copies: list, names: NameSupply | None) -> p.Phrase:
     """The ``copies`` of one command (for consecutive elements, their names apart) as one command
-    (module docstring)."""
+    (module docstring); ``names``: fresh names for the reads the copies share, each then read once
+    (``jam_lanes``), or None where they are read by each copy."""
     first = copies[0]
+    if all(c == first for c in copies[1:]):
+        return first  # it writes only what the copies share (``_element_names``), the same way
     match first:
         case p.Seq(cmds):
-            return p.seq(*(_jam([c.cmds[j] for c in copies]) for j in range(len(cmds))))
+            return p.seq(*(_jam([c.cmds[j] for c in copies], names) for j in range(len(cmds))))
+        case p.New(name=name) if all(c.name == name for c in copies[1:]):
+            return dataclasses.replace(first, body=_jam([c.body for c in copies], names))  # the copies share it
         case p.New():
             leads = [_leading_assignment(c) for c in copies]
-            inner = _jam([c.body if lead is None else p.seq(*c.body.cmds[1:]) for c, lead in zip(copies, leads)])
+            inner = _jam([c.body if lead is None else p.seq(*c.body.cmds[1:]) for c, lead in zip(copies, leads)], names)
+            if names is not None and None not in leads and not isinstance(first.data, p.IdxT) and first.data != p.Num(Index):
+                # not an integer let (it stays one where it is its variable's first assignment):
+                # the copies' first assignments jammed, what they compute alike computed once
+                inner = p.seq(_jam(leads, names), inner)
+                leads = [None] * len(copies)
             for c, lead in reversed(list(zip(copies, leads))):
                 inner = dataclasses.replace(c, body=p.seq(*([] if lead is None else [lead]), inner))
             return inner
+        case p.Assign() if names is not None:
+            return _shared_reads(copies, names)
         case p.For(count=count) if all(c.count == count for c in copies):
-            return dataclasses.replace(first, body=_jam([c.body for c in copies]))
+            return dataclasses.replace(first, body=_jam([c.body for c in copies], names))
         case p.ParFor(size=size, strategy=strategy) if strategy is not None and strategy.level == "seq" and all(
                 c.size == size and c.strategy == strategy for c in copies):
             # one loop over the elements, each copy writing its own array's
@@ -133,10 +148,10 @@ def _jam(copies: list) -> p.Phrase:
             for c in copies[1:]:
                 at = p.Idx(c.acc, index, c.elem, size)
                 bodies.append(p.substitute_variable(c.body, c.out, at, as_exp(at)))
-            return dataclasses.replace(first, body=_jam(bodies))
+            return dataclasses.replace(first, body=_jam(bodies, names))
         case p.IfCmd(cond=cond) if all(c.cond == cond for c in copies):
-            return dataclasses.replace(first, then=_jam([c.then for c in copies]),
-                                       orelse=_jam([c.orelse for c in copies]))
+            return dataclasses.replace(first, then=_jam([c.then for c in copies], names),
+                                       orelse=_jam([c.orelse for c in copies], names))
     return p.seq(*copies)
 
 
@@ -146,3 +161,169 @@ def _leading_assignment(c: p.New) -> p.Assign | None:
         case p.Seq((p.Assign(p.Ident(target)) as lead, *_)) if target == c.name:
             return lead
     return None
+
+
+# ----------------------------------------------------------------------------- the lanes of a nest
+
+LANES = 32  # a warp: the work-items along dimension 0 whose elements interleave (``jam_lanes``)
+
+
+def lane_rows(b: sympy.Expr, J: int) -> sympy.Expr:
+    """The first element of work-item ``b`` of a nest's loop jammed by ``J`` (``jam_lanes``): its
+    element s is this + ``LANES`` · s."""
+    return LANES * J * sympy.floor(b / LANES) + sympy.Mod(b, LANES)
+
+
+def lanes_body(top: p.ParFor) -> tuple[list, p.ParFor] | None:
+    """``top``'s body as lets that do not depend on its element (each a ``new`` whose first
+    command assigns it, never assigned again), then one more loop of its nest, or None where it is
+    not of that form (``jam_lanes``)."""
+    c, lets = top.body, []
+    while isinstance(c, p.New):
+        lead = _leading_assignment(c)
+        if lead is None or {top.index, top.out} & p.free_identifiers(lead.exp):
+            return None
+        lets.append((c, lead))
+        c = p.seq(*c.body.cmds[1:])
+        if any(isinstance(w, p.Assign) and w.acc == lead.acc for w in p.walk(c)):
+            return None
+    if not isinstance(c, p.ParFor) or level_of(c) != "global":
+        return None
+    return lets, c
+
+
+def jam_lanes(body: p.Phrase, J: int, names: NameSupply) -> p.Phrase:
+    """``body``, a nest of global loops whose outermost loop runs along the lanes, with each
+    work-item running ``J`` of that loop's elements, jammed inside the next loop (the cost model's
+    choice: ``fsmooth.cost_model.choose_nest``).
+
+        parfor n A (λ i o. lets; parfor K B(o) (λ k o₁. P(i, o₁)))
+      = parfor 32⌈n/32J⌉ A (λ b o'. lets; parfor K B(o') (λ k o₁'.
+            if b < 32⌊n/32J⌋ then jam(new i₀ (i₀ := e(b) + 0; P(i₀, B(A[i₀])[k])), …,
+                                      new i_{J-1} (i_{J-1} := e(b) + 32(J - 1); P(i_{J-1}, …)))
+            else for J (λ s. new i (i := e(b) + 32 s; if i < n then P(i, B(A[i])[k])))))
+
+    with e(b) = 32J⌊b/32⌋ + b mod 32 (``lane_rows``): a warp's 32 work-items run 32·J elements,
+    the s-th elements of neighbouring lanes neighbours, as without the jam, so that a warp reads and
+    writes neighbours (and ``dpia.stage_tiles`` stages the 32·J rows a work-group walks).  The
+    blocks of 32·J elements all below n run jammed; the last, partial one runs each work-item's
+    elements one after another, those below n.  Unlike ``_blocks``, the copies share what does not
+    depend on the element (``_element_names``): a variable they would each compute alike is one,
+    assigned once, and a read or an operation they each compute alike is computed once
+    (``_shared_reads``): GMM's icf[k][…] and means[k][j], read in the triangle of each point's k,
+    are read once for J points."""
+    top = next(p.loops_at_top(body))
+    lets, inner = lanes_body(top)
+    n = sympy.sympify(top.size)
+    count, whole = LANES * sympy.ceiling(n / (LANES * J)), LANES * sympy.floor(n / (LANES * J))
+    b, out = top.index, names.fresh(top.out)  # the nest's loops keep their names (``Phase.nest``)
+    first = lane_rows(sympy.Symbol(b, integer=True), J)
+    element = _element_names(inner.body, {top.index, top.out, inner.out})
+    own = [ph.name for ph in p.walk(inner.body) if isinstance(ph, p.New) and (element is None or ph.name in element)]
+    k = p.Ident(inner.index, p.ExpT(p.IdxT(inner.size)))
+
+    def copy(start: sympy.Expr, renames: dict, guard: bool) -> p.Phrase:
+        """``inner``'s body for element ``start``, its own ``new``s renamed as ``renames``,
+        where that element is below n if ``guard``."""
+        i = renames[top.index]
+        row = p.Idx(top.acc, p.Ident(i, p.ExpT(p.IdxT(n))), top.elem, n)
+        at = p.Idx(p.substitute_variable(inner.acc, top.out, row, as_exp(row)), k, inner.elem, inner.size)
+        run = p.substitute_variable(_renamed(inner.body, renames), inner.out, at, as_exp(at))
+        if guard:
+            below = p.ScalarOp("lt", (p.Ident(i, p.ExpT(p.Num(Index))), p.NatExp(n, p.Num(Index))), p.Num(Bool))
+            run = p.IfCmd(below, run, p.Skip())
+        return p.New(i, p.Num(Index), p.seq(p.Assign(p.Ident(i, p.AccT(p.Num(Index))), p.NatExp(start, p.Num(Index))), run))
+
+    jammed = _jam([copy(first + LANES * s, {name: names.fresh(name) for name in (top.index, *own)}, False)
+                   for s in range(J)], names)
+    part = names.fresh("part")
+    rest = p.For(p.NatExp(sympy.Integer(J), p.Num(Card)), part,
+                 copy(first + LANES * sympy.Symbol(part, integer=True), {top.index: names.fresh(top.index)}, True))
+    full = p.ScalarOp("lt", (p.Ident(b, p.ExpT(p.IdxT(count))), p.NatExp(whole, p.Num(Index))), p.Num(Bool))
+    nested = dataclasses.replace(inner, acc=p.substitute_variable(inner.acc, top.out, p.Ident(out, p.AccT(top.elem)),
+                                                                  p.Ident(out, p.ExpT(top.elem))),
+                                 body=p.IfCmd(full, jammed, rest))
+    for new, lead in reversed(lets):
+        nested = dataclasses.replace(new, body=p.seq(lead, nested))
+    # A seen as 32⌈n/32J⌉ elements, those past n never written: the copies write A itself
+    jammed_top = dataclasses.replace(top, size=count, acc=p.Shift(top.acc, sympy.Integer(0), p.Arr(count, top.elem)),
+                                     out=out, body=nested)
+    return p.replaced(body, {id(top): jammed_top})
+
+
+def _element_names(c: p.Phrase, seeds: set) -> set | None:
+    """The names of ``c`` whose values depend on ``seeds`` (an element's index and acceptors):
+    written from them, or where a loop's count or a branch's condition does; None where ``c`` has a
+    command this does not follow (each copy then has its own of every variable)."""
+    writes = list(_writes(c, frozenset()))
+    if any(w is None for w in writes):
+        return None
+    element, grown = set(seeds), True
+    while grown:
+        grown = False
+        for target, reads in writes:
+            if target not in element and reads & element:
+                element.add(target)
+                grown = True
+    return element
+
+
+def _writes(c: p.Phrase, control: frozenset):
+    """(the name each command of ``c`` writes, the names its value and its control read); None for
+    a command of another kind."""
+    match c:
+        case p.Assign(acc, exp):
+            target = root(acc)
+            yield None if target is None else (target, frozenset(p.free_identifiers(exp) | p.free_identifiers(acc)) | control)
+        case p.Seq(cmds):
+            for cmd in cmds:
+                yield from _writes(cmd, control)
+        case p.New(body=body):
+            yield from _writes(body, control)
+        case p.For(count, index, body):
+            control = control | frozenset(p.free_identifiers(count))
+            yield index, control
+            yield from _writes(body, control)
+        case p.IfCmd(cond, then, orelse):
+            control = control | frozenset(p.free_identifiers(cond))
+            yield from _writes(then, control)
+            yield from _writes(orelse, control)
+        case p.Skip():
+            pass
+        case _:
+            yield None
+
+
+def _shared_reads(copies: list, names: NameSupply) -> p.Phrase:
+    """The assignments ``copies``, what each computes alike (a read of memory, an operation: no
+    element's name in it) computed once before them, outside a conditional expression: each is
+    computed where it was."""
+    others = [set(p.walk(c.exp)) for c in copies[1:]]
+    shared = list(dict.fromkeys(_alike(copies[0].exp, others)))
+    lets = [(names.fresh(root(e) or "shared"), e) for e in shared]
+    cmds = list(copies)
+    for name, e in lets:
+        cmds = [dataclasses.replace(c, exp=_substituted(c.exp, e, p.Ident(name, p.ExpT(p.data_of(e))))) for c in cmds]
+    command = p.seq(*cmds)
+    for name, e in reversed(lets):
+        command = p.New(name, p.data_of(e), p.seq(p.Assign(p.Ident(name, p.AccT(p.data_of(e))), e), command))
+    return command
+
+
+def _alike(e: p.Phrase, others: list):
+    """The largest reads and operations of ``e`` that each of ``others`` (the subphrases of the
+    other copies) has too, outside conditional expressions."""
+    match e:
+        case p.Idx(elem=p.Num()) | p.ScalarOp() if all(e in other for other in others):
+            yield e
+            return
+        case p.Cond():
+            return
+    for child in p.children(e):
+        yield from _alike(child, others)
+
+
+def _substituted(e: p.Phrase, old: p.Phrase, new: p.Phrase) -> p.Phrase:
+    if e == old:
+        return new
+    return p.map_children(lambda child: _substituted(child, old, new), e)
