@@ -56,16 +56,19 @@ def test_the_row_is_built_once_per_point_outside_the_fold():
                 and not any(node is inner for inner in core.walk(matrix)))
     assert not any(isinstance(n, core.Build) for n in core.walk(fold.fn.body))
     sizes = _launch_sizes(fk.row_logsumexp.opencl_artifact(), x_d0=1000, x_d1=3, w_d0=100, w_d1=3)
-    assert (32 * 4, 8 * 125) in sizes  # m = 100 components × n = 1000 points
+    # n = 1000 points along the lanes, 2 a work-item (dpia.unroll_jam.jam_lanes: the components'
+    # rows read once for both) × m = 100 components
+    assert (32 * 16, 8 * 13) in sizes
     unmoved = _trace(fk.row_logsumexp, map_fission=False).last("map_fission")
     assert _builds_of_builds(unmoved) == []
 
 
 def test_a_work_items_intermediate_is_interleaved(intel_cpu_context):
-    """Element j of the centred point of work-item (i, k) sits at j·(n·m) + i·m + k: neighbouring
-    work-items touch neighbouring doubles."""
+    """Element j of the centred point of work-item (i, k) sits at j·(w·m) + k·w + i, w = 32⌈n/64⌉
+    work-items along the lanes (2 points each: dpia.unroll_jam.jam_lanes, an array for each):
+    neighbouring work-items touch neighbouring doubles."""
     source = fk.centred_norms.opencl_artifact().source
-    assert "(c_d0 * j * x_d0)" in source
+    assert "(i + (32 * k * fs_ceildiv_i64(x_d0, 64)) + (32 * c_d0 * j * fs_ceildiv_i64(x_d0, 64)))" in source
     rng = np.random.default_rng(5)
     for n, m, d in ((0, 2, 3), (1, 1, 1), (9, 40, 4), (50, 3, 7)):
         x, c = rng.standard_normal((n, d)), rng.standard_normal((m, d))
