@@ -107,14 +107,7 @@ def _dependents(body: p.Phrase, index: str) -> frozenset:
     """``index`` and the scalars ``body`` assigns from it, directly or through one another."""
     assigns = [(c.acc.name, p.free_identifiers(c.exp)) for c in p.walk(body)
                if isinstance(c, p.Assign) and isinstance(c.acc, p.Ident)]
-    found, grew = {index}, True
-    while grew:
-        grew = False
-        for name, uses in assigns:
-            if name not in found and uses & found:
-                found.add(name)
-                grew = True
-    return frozenset(found)
+    return p.dependents(assigns, {index})
 
 
 def _reads(c: p.Phrase, trips: tuple, counts: dict, nest: _Nest, out: list):

@@ -626,6 +626,19 @@ def identifiers(c: Phrase) -> set:
     return free_identifiers(c) | {name for ph in walk(c) for name in binders(ph)}
 
 
+def dependents(writes, seeds) -> frozenset:
+    """``seeds`` and each name of ``writes`` (pairs: a name, the names its value reads) whose value
+    reads one of them, directly or through one another."""
+    found, grew = set(seeds), True
+    while grew:
+        grew = False
+        for name, reads in writes:
+            if name not in found and reads & found:
+                found.add(name)
+                grew = True
+    return frozenset(found)
+
+
 def replaced(c: Phrase, table: dict) -> Phrase:
     """``c`` with each phrase whose id is a key of ``table`` replaced by its value."""
     if not table:

@@ -258,14 +258,7 @@ def _element_names(c: p.Phrase, seeds: set) -> set | None:
     writes = list(_writes(c, frozenset()))
     if any(w is None for w in writes):
         return None
-    element, grown = set(seeds), True
-    while grown:
-        grown = False
-        for target, reads in writes:
-            if target not in element and reads & element:
-                element.add(target)
-                grown = True
-    return element
+    return set(p.dependents(writes, seeds))
 
 
 def _writes(c: p.Phrase, control: frozenset):
