@@ -129,7 +129,8 @@ def test_gmm_jammed_runs_its_fallback_where_64_rows_exceed_local_memory(intel_cp
         ran = [p.kernel for p in executable.last_profile]
         assert (staged.kernel in ran) == fits and (staged.kernel[:-2] + "_fallback_k" in ran) != fits
         expected = adbench_gmm.np_gmm_full_objective(*args)
-        assert_close(got, kernel.reference(*args), rtol=1e-10, atol=1e-10 * max(1.0, abs(expected)))
+        if fits:  # the interpreted reference takes minutes at d = 65; numpy's oracle checks that case
+            assert_close(got, kernel.reference(*args), rtol=1e-10, atol=1e-10 * max(1.0, abs(expected)))
         assert_close(got, expected, rtol=1e-10, atol=1e-10 * max(1.0, abs(expected)))
 
 
