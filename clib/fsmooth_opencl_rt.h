@@ -15,8 +15,8 @@
  *   - inputs are copied in, the status buffer zeroed, the launches enqueued in order on one
  *     in-order queue (a launch with a zero global dimension is skipped, its buffers not made, and
  *     of a launch and its fallback only the one chosen for the device's local memory runs), the
- *     outputs and the
- *     status buffer read back, and the first nonzero status of a launch is the call's status.
+ *     outputs and the status buffer read back, and the first nonzero status of a launch is the
+ *     call's status.
  *
  * Every function returns a status code (FS_STATUS_*, fsmooth_rt.h; FS_STATUS_OPENCL for a failed
  * OpenCL call) and leaves a message in the context's `error`. */

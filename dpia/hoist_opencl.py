@@ -177,7 +177,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
             buffers[buf.name] = buf
             acc, exp = _views(buf, new.data, sympy.Integer(0))
             for j in users:
-                if new.name in _size_names(bodies[j]) and not _writes_to(bodies[j], new.name):
+                if new.name in _size_names(bodies[j]) and new.name not in _written(bodies[j]):
                     # a size of that kernel (a filter's kept length, counting a loop): a copy of
                     # the buffer's value under its name, which the sizes then name
                     bodies[j] = replace(new, body=p.seq(p.Assign(p.Ident(new.name, p.AccT(new.data)), exp), bodies[j]))
@@ -296,8 +296,9 @@ def _handover(groups: Phase, single: Phase, buffers: dict) -> frozenset | None:
         return None
     second = p.seq(single.body, single.tail if single.tail is not None else p.Skip())
     # a buffer's name: a variable of both bodies is each one's own (a let of a size, bound in each)
-    handed = {name for name in free_identifiers(second) if name in buffers and _writes_to(groups.body, name)}
-    if not handed or any(buffers[name].role != "temp" or _writes_to(second, name)
+    written = _written(groups.body)
+    handed = {name for name in free_identifiers(second) if name in buffers and name in written}
+    if not handed or any(buffers[name].role != "temp" or name in _written(second)
                          or buffers[name].elem not in (Float, Double, Index, Card) for name in handed):
         return None  # an output, a buffer both write, or of Bools (no atomics on bytes): no partials
     return frozenset(handed)
@@ -423,14 +424,8 @@ def _scalar(d: p.Data) -> bool:
     return _integer(d) or (isinstance(d, p.Num) and d.scalar in (Double, Float))
 
 
-def _writes_to(c: p.Phrase, name: str) -> bool:
-    if isinstance(c, p.Ident) and c.name == name and isinstance(c.type, p.AccT):
-        return True
-    return any(_writes_to(ph, name) for ph in p.children(c))
-
-
 def _written(c: p.Phrase) -> set:
-    """The names that ``c`` writes (``_writes_to`` each of them), found in one walk."""
+    """The names that ``c`` writes (as an acceptor), found in one walk."""
     return {ph.name for ph in p.walk(c) if isinstance(ph, p.Ident) and isinstance(ph.type, p.AccT)}
 
 

@@ -5,9 +5,10 @@ before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item 
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
-``x``).  On a GPU, the loop along the lanes of a nest of global loops is jammed inside the nest's
-next loop, so that the nest stays one (``jam_lanes``, ``cost_model.choose_nest``).  Folding J rows in one loop, a shared vector is loaded once for the J rows, and the J rows
-stream together, which a CPU core's prefetcher follows.
+``x``).  Folding J rows in one loop, a shared vector is loaded once for the J rows, and the J rows
+stream together, which a CPU core's prefetcher follows.  On a GPU, the loop along the lanes of a
+nest of global loops is jammed inside the nest's next loop, so that the nest stays one
+(``jam_lanes``, chosen by ``cost_model.choose_nest``).
 
     parfor m A (λ i o. P(i, o))        (jam J)
   = parfor ⌈m/J⌉ (A as ⌈m/J⌉.J.δ) (λ b o'.

@@ -10,7 +10,8 @@ one that overflows int64 is an OverflowError, a zero divisor a ZeroDivisionError
 larger than the device can allocate a MemoryError, before anything is allocated or launched.
 The plan also says which launches run: those whose condition on the sizes holds (``Launch.when``,
 a formula of value 1 or 0 among the others) and, of a launch and its fallback, the one the
-device's local memory allows; a hoisted buffer that no launch that runs passes is not made.  All those formulas were turned into one Python function at construction (no sympy in the
+device's local memory allows; a hoisted buffer that no launch that runs passes is not made.
+All those formulas were turned into one Python function at construction (no sympy in the
 call path) and plans are memoised per tuple of sizes.  Hoisted 'temp' buffers (and the staging
 buffers of host inputs and outputs) are allocated once and reused while they are large enough,
 and results left on the device come from a memory pool;

@@ -278,7 +278,6 @@ class _HostKernel:
         call_fields = ["fs_counts", "fs_inputs", "fs_outputs", "fs_sizes" if size_names else "NULL",
                        "fs_scalars" if scalars else "NULL",
                        *(("fs_global", "fs_local", "fs_has_local") if a.launches else ("NULL",) * 3)]
-
         body += [f"const struct fs_cl_call fs_call = {{{', '.join(call_fields)}}};",
                  f"return fs_cl_run(&ctx->fs, {k}, &fs_call);"]
         out.append(kernel)
