@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import sympy
 
@@ -53,6 +53,15 @@ class Ranges:
     naturals: frozenset = frozenset()
     fitting: tuple = ()
     nonzero: frozenset = frozenset()
+
+    # the analyses below are memoised by their ranges, hashed at every question (thousands a
+    # kernel, each hashing every size that fits): hashed once
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.loops, self.facts, self.naturals, self.fitting, self.nonzero))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
         """The ranges inside a loop of ``variable`` over lo .. hi, whose count, a value of the

@@ -10,6 +10,7 @@ shortcuts that replace sympy's own work shown to give sympy's answers:
 - the int64 overflow analysis (``dps.ranges._overflow_free``, ``_bounded``) answers each question
   once, and ``in_range`` asks about the guards around a read only where the loops' bounds and the
   guards before fail to prove it (a vector's branch has a guard a lane);
+- ``stage_rows`` finds the names each OpenCL kernel mentions once, not once per other kernel;
 - sympy's Min and Max compare each pair of arguments once (``dps.ranges._comparable``), however
   many Maxes of growing argument lists are built;
 - a size's values at the natural points (``shape.sizes.natural_samples``), evaluated in Python's
@@ -25,6 +26,7 @@ from corpus import adbench_hand, adbench_lstm, gmm
 from fsmooth import driver, fusion, optimize
 from fsmooth.anf import anf_program
 from fsmooth.dps import ranges
+from fsmooth.cost_model import GENERIC_GPU
 from fsmooth.options import Options
 from fsmooth.shape import sizes
 from fsmooth.shape.size_printer import NonnegativeQuotient
@@ -147,6 +149,23 @@ def test_in_range_asks_the_guards_only_where_the_bounds_before_them_fail(monkeyp
     assert proof is not None and proof.high == n - 1
     assert asked == [1 - j, 0]  # i + 1 ≤ n - 1 + (1 - j ≤ 1) proves nothing; i + 1 ≤ n - 1 does
     assert ranges.in_range(i + 1, n, ranges.Ranges(naturals=frozenset({n})).inside(i, n - 1)) is None
+
+
+def test_stage_rows_walks_each_kernel_once(monkeypatch):
+    from corpus import adbench_gmm
+    from fsmooth.dpia import stage_rows
+
+    trace = driver.run_passes(driver.opencl_passes(Options()), adbench_gmm.gmm_full_objective.program())
+    planned, staged = trace.last("plan_opencl"), trace.last("stage_rows")
+    assert len(planned.kernels.phases) > 5
+    walked: list = []
+    original = stage_rows.free_identifiers
+    monkeypatch.setattr(stage_rows, "free_identifiers", lambda c: walked.append(c) or original(c))
+    again = stage_rows.stage_rows(planned, GENERIC_GPU)
+    parts = [part for phase in planned.kernels.phases for part in phase.parts()]
+    # each part of each kernel once, then those of the staged kernels (which buffers stay)
+    assert len(walked) == len(parts) + sum(len(list(phase.parts())) for phase in again.kernels.phases)
+    assert again == staged
 
 
 def test_sympy_compares_each_pair_of_a_growing_max_once():
