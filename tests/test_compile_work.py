@@ -45,8 +45,9 @@ def test_the_opencl_pipeline_keeps_only_the_entry_once_its_calls_are_inlined():
     assert set(driver.run_passes(driver.c_passes(Options()), program).last("dps").kernels) == set(program.kernels)
 
 
-def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(monkeypatch):
-    calls: list = []  # (rewrite, whether it changed the kernel)
+def _recorded_rewrites(monkeypatch) -> list:
+    """``(rewrite, whether it changed the kernel)`` for each rewrite the optimiser runs from now on."""
+    calls: list = []
     original = optimize.kernel_rewrites
 
     def counted(options):
@@ -59,35 +60,29 @@ def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(mo
         return tuple((name, counting(name, rewrite)) for name, rewrite in original(options))
 
     monkeypatch.setattr(optimize, "kernel_rewrites", counted)
+    return calls
+
+
+def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(monkeypatch):
+    calls = _recorded_rewrites(monkeypatch)
     program = anf_program(gmm.gmm_objective.program())
     kernel = program.kernels[program.entry]
     optimised = optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None)
-    n = len(original(Options()))
+    n = len(optimize.REWRITES)
     changes = [j for j, (_, changed) in enumerate(calls) if changed]
     assert changes, "the entry of gmm_objective is rewritten"
     # after the last change, each rewrite exactly once: no round of known no-ops
     assert len(calls) == changes[-1] + 1 + n
-    assert {name for name, _ in calls[changes[-1] + 1:]} == {name for name, _ in original(Options())}
+    assert {name for name, _ in calls[changes[-1] + 1:]} == set(optimize.REWRITES)
     # the fixed point: one more round changes nothing
     again = optimize.optimize_kernel(program, optimised, Options(), lambda name, k: None)
     assert again == optimised
 
 
 def test_the_optimiser_renormalises_only_what_a_rewrite_changed(monkeypatch):
-    calls: list = []  # (rewrite, whether it changed the kernel)
+    calls = _recorded_rewrites(monkeypatch)
     renormalised: list = []
-    original_rewrites, original_anf = optimize.kernel_rewrites, optimize.anf_kernel
-
-    def counted(options):
-        def counting(name, rewrite):
-            def run(program, k):
-                rewritten = rewrite(program, k)
-                calls.append((name, rewritten != k))
-                return rewritten
-            return run
-        return tuple((name, counting(name, rewrite)) for name, rewrite in original_rewrites(options))
-
-    monkeypatch.setattr(optimize, "kernel_rewrites", counted)
+    original_anf = optimize.anf_kernel
     monkeypatch.setattr(optimize, "anf_kernel", lambda program, k: renormalised.append(k.name) or original_anf(program, k))
     program = anf_program(gmm.gmm_objective.program())
     kernel = program.kernels[program.entry]
@@ -98,8 +93,7 @@ def test_the_optimiser_renormalises_only_what_a_rewrite_changed(monkeypatch):
     unchanged = [name for name, changed in calls if not changed and name != "inline_kernels"]
     assert len(unchanged) > len(changes) > 0
     assert len(renormalised) == len(changes)
-    monkeypatch.setattr(optimize, "kernel_rewrites", original_rewrites)
-    monkeypatch.setattr(optimize, "anf_kernel", original_anf)
+    monkeypatch.undo()
     assert optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None) == optimised
 
 
