@@ -70,9 +70,10 @@ def stage_rows(planned, device: DeviceDescription):
     names = NameSupply(set(planned.taken) | set(buffers), suffix="_buf", separator="")
     released: set = set()
     phases = []
+    # the names each kernel mentions, one walk each (not one per other kernel that asks)
+    mentioned = [frozenset().union(*(free_identifiers(part) for part in phase.parts())) for phase in plan.phases]
     for j, phase in enumerate(plan.phases):
-        elsewhere = frozenset().union(*(free_identifiers(part) for other in plan.phases[:j] + plan.phases[j + 1:]
-                                        for part in other.parts()))
+        elsewhere = frozenset().union(*mentioned[:j], *mentioned[j + 1:])
         if (phase.last is None and phase.tail is None and not phase.sequential and phase.local_size is not None
                 and len(phase.local_size) == 1 and sympy.sympify(phase.local_size[0]).is_Integer):
             before = set(buffers)

@@ -28,8 +28,9 @@ taken to be nonnegative.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import sympy
 
@@ -52,6 +53,15 @@ class Ranges:
     naturals: frozenset = frozenset()
     fitting: tuple = ()
     nonzero: frozenset = frozenset()
+
+    # the analyses below are memoised by their ranges, hashed at every question (thousands a
+    # kernel, each hashing every size that fits): hashed once
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.loops, self.facts, self.naturals, self.fitting, self.nonzero))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
         """The ranges inside a loop of ``variable`` over lo .. hi, whose count, a value of the
@@ -446,14 +456,15 @@ def in_range(e: sympy.Expr, length: sympy.Expr, ranges: Ranges) -> Proof | None:
     extent = bounds(e, ranges)
     if extent is None:
         return None
-    # an ``if`` bounds e, or e less an offset that is a constant or at most one: a guard t < n - 1
-    # proves a read of t + 1, a guard on a vector's last element (v + 15 < n) its lanes' reads
-    # (v + u + k, u the vectors' first lane, 0 where they are one vector)
-    e = sympy.expand(e)
-    highs = [extent.hi] + [hi + offset for fact, hi in ranges.facts
-                           if (offset := _constant_above(sympy.expand(e - fact), ranges)) is not None]
     if not nonnegative(extent.lo, ranges):
         return None
+    # an ``if`` bounds e, or e less an offset that is a constant or at most one: a guard t < n - 1
+    # proves a read of t + 1, a guard on a vector's last element (v + 15 < n) its lanes' reads
+    # (v + u + k, u the vectors' first lane, 0 where they are one vector); each bound asked only
+    # where those before it fail (a vector's branch has a fact a lane, each a bounds query)
+    e = sympy.expand(e)
+    highs = itertools.chain([extent.hi], (hi + offset for fact, hi in ranges.facts
+                                          if (offset := _constant_above(sympy.expand(e - fact), ranges)) is not None))
     high = next((hi for hi in highs if nonnegative(length - 1 - hi, ranges)), None)
     return None if high is None else Proof(extent.lo, high, ranges.facts_about(e))
 
@@ -690,8 +701,8 @@ def overflow_conditions(e: sympy.Expr, ranges: Ranges) -> tuple | None:
     loop_variables = {v for v, _, _ in ranges.loops}
     if not e.free_symbols <= ranges.naturals | loop_variables:
         return None
-    unproven: list = []
-    if not _overflow_free(e, ranges.fitting, ranges, unproven):
+    unproven = _overflow_free(e, ranges.fitting, ranges)
+    if unproven is None:
         return None
     conditions = []
     for x in dict.fromkeys(unproven):
@@ -726,30 +737,39 @@ def checked_parts(e: sympy.Expr) -> list:
     return [e] + [x for operand in operands for x in checked_parts(operand)]
 
 
-def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges, unproven: list) -> bool:
+@lru_cache(maxsize=4096)
+def _overflow_free(e: sympy.Expr, known: tuple, ranges: Ranges) -> tuple | None:
     """Whether every operation of ``e`` (over natural numbers), as ``print_size`` writes it,
     stays in int64: the positive terms of a sum (written first) and the magnitude of its negative
     ones are each between 0 and a size of ``known``, and so is every partial product of a term;
-    a quotient, remainder, minimum or maximum of such operands cannot overflow.  A sum or product
-    that no size of ``known`` bounds goes to ``unproven`` (``overflow_conditions`` bounds it)."""
+    a quotient, remainder, minimum or maximum of such operands cannot overflow.  None where one
+    may; else the sums and products that no size of ``known`` bounds (``overflow_conditions``
+    bounds them).  Memoised: code generation asks about each integer operation of an
+    expression, whose operands it has asked about before."""
     if e.is_Atom:
-        return _fitting_atom(e)
+        return () if _fitting_atom(e) else None
     if e in known:
-        return True
+        return ()
     match e:
         case sympy.Add() | sympy.Mul() | sympy.Pow():
             terms = sympy.Add.make_args(e)
             positive_part = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
             negative_part = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
             factors = [f for t in terms for f in _partial_products(-t if t.could_extract_minus_sign() else t)]
-            unproven += [x for x in (positive_part, negative_part, *factors) if not _bounded(x, known, ranges)]
-            return all(_overflow_free(f.base if isinstance(f, sympy.Pow) else f, known, ranges, unproven)
-                       for t in terms for f in sympy.Mul.make_args(t))
+            unproven = tuple(x for x in (positive_part, negative_part, *factors) if not _bounded(x, known, ranges))
+            operands = [f.base if isinstance(f, sympy.Pow) else f for t in terms for f in sympy.Mul.make_args(t)]
         case sympy.floor() | sympy.ceiling():
-            return all(_overflow_free(x, known, ranges, unproven) for x in fraction(e.args[0]))
+            unproven, operands = (), fraction(e.args[0])
         case sympy.Mod() | sympy.Min() | sympy.Max():
-            return all(_overflow_free(x, known, ranges, unproven) for x in e.args)
-    return False
+            unproven, operands = (), e.args
+        case _:
+            return None
+    for x in operands:
+        inner = _overflow_free(x, known, ranges)
+        if inner is None:
+            return None
+        unproven += inner
+    return unproven
 
 
 def _partial_products(term: sympy.Expr) -> list:
@@ -759,6 +779,7 @@ def _partial_products(term: sympy.Expr) -> list:
     return [sympy.Mul(*factors[:k]) for k in range(2, len(factors) + 1)]
 
 
+@lru_cache(maxsize=4096)
 def _bounded(x: sympy.Expr, known: tuple, ranges: Ranges) -> bool:
     """0 <= x <= some size of ``known`` (which fits int64), or a constant that fits, over the
     ranges of the loops: a term free of loop variables bounds itself."""

@@ -63,22 +63,34 @@ def inline_lets(e: Expr, into_reads: bool) -> Expr:
 
     Nothing else moves: a single-use let whose use is inside a lambda or a branch stays where
     it is, so no work enters a loop body and none leaves a branch."""
+    return _inline_lets(e, into_reads, _uses(e))
+
+
+def _inline_lets(e: Expr, into_reads: bool, uses: dict[str, tuple[int, int]]) -> Expr:
+    """``inline_lets``, where ``uses`` are the occurrences and reads of each name in the kernel
+    before any let was inlined (``_uses``).  Binders are unique, so those of a name are those in
+    its let's body, and they stay so until the let is met: what is inlined above it replaces an
+    outer name with an atom or a build of outer names, and a build substituted into several
+    reads (``_only_read``) brings each its own copy of the binders inside it, each copy with the
+    uses of the one it copies."""
+    def recurse(child: Expr) -> Expr:
+        return _inline_lets(child, into_reads, uses)
+
     match e:
         case Let(name, rhs, body) if isinstance(rhs, (Var, Lit)):
-            return inline_lets(substitute(body, {name: rhs}), into_reads)
+            return recurse(substitute(body, {name: rhs}))
         case Let(name, Tuple(items) as rhs, body, ty):
             # a projection of a known tuple is its component (the tuple stays while used whole)
-            return map_children(lambda child: inline_lets(child, into_reads),
-                                Let(name, rhs, _project_known(body, name, items), ty, e.loc))
-        case Let(name, Build() as rhs, body) if (into_reads and _read_once(name, body) and not _stored(rhs)
+            return map_children(recurse, Let(name, rhs, _project_known(body, name, items), ty, e.loc))
+        case Let(name, Build() as rhs, body) if (into_reads and uses.get(name) == (1, 1) and not _stored(rhs)
                                                  and (_cheap_element(rhs) or _read_each_element_once(name, body))):
-            return inline_lets(_substitute_read(body, name, rhs), into_reads)
+            return recurse(_substitute_read(body, name, rhs))
         case Let(name, Build() as rhs, body) if (into_reads and not _stored(rhs) and _cheap_element(rhs)
-                                                 and not _register_sized(rhs) and _only_read(name, body)):
+                                                 and not _register_sized(rhs) and _only_read(uses.get(name, (0, 0)))):
             # each read computes its element, at about the cost of reading it materialised: no
             # array at all (a GPU's work-item would have it in global memory)
-            return inline_lets(_substitute_read(body, name, rhs), into_reads)
-    return map_children(lambda child: inline_lets(child, into_reads), e)
+            return recurse(_substitute_read(body, name, rhs))
+    return map_children(recurse, e)
 
 
 def _stored(build: Build) -> bool:
@@ -132,22 +144,18 @@ def _read_site(e: Expr, name: str, lambdas: tuple) -> tuple[tuple, Expr] | None:
     return None
 
 
-def _uses(name: str, body: Expr) -> tuple[int, int]:
-    """The occurrences of ``name`` in ``body`` and how many are the array of a read ``x[i]``:
-    counted in one walk, without a table per sub-term."""
-    occurrences = reads = 0
-    for node in walk(body):
+def _uses(e: Expr) -> dict[str, tuple[int, int]]:
+    """The occurrences of each name in ``e`` and how many are the array of a read ``x[i]``:
+    counted in one walk of the kernel, not one per let-bound build."""
+    occurrences: dict[str, int] = {}
+    reads: dict[str, int] = {}
+    for node in walk(e):
         match node:
-            case Var(other) if other == name:
-                occurrences += 1
-            case Get(Var(arr)) if arr == name:
-                reads += 1
-    return occurrences, reads
-
-
-def _read_once(name: str, body: Expr) -> bool:
-    """``name`` occurs once in ``body`` (binders are unique), as the array of a read ``x[i]``."""
-    return _uses(name, body) == (1, 1)
+            case Var(name):
+                occurrences[name] = occurrences.get(name, 0) + 1
+            case Get(Var(arr)):
+                reads[arr] = reads.get(arr, 0) + 1
+    return {name: (n, reads.get(name, 0)) for name, n in occurrences.items()}
 
 
 # what dps.local_arrays keeps in registers, as fsmooth ships it (its tests vary that module's)
@@ -162,9 +170,9 @@ def _register_sized(build: Build) -> bool:
             and small_constant_size(build.size.value, BYTES[build.ty.elem], _REGISTER_BYTES))
 
 
-def _only_read(name: str, body: Expr) -> bool:
-    """Every occurrence of ``name`` in ``body`` is the array of a read ``x[i]``."""
-    occurrences, reads = _uses(name, body)
+def _only_read(uses: tuple[int, int]) -> bool:
+    """Every occurrence of a name (``uses``: its occurrences and reads) is the array of a read ``x[i]``."""
+    occurrences, reads = uses
     return occurrences == reads
 
 

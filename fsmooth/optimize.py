@@ -74,7 +74,12 @@ def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
         return fuse_filters(fuse(e)) if options.fusion else e
 
     def renormalised(rewrite: Callable[[core.Expr], core.Expr]) -> KernelRewrite:
-        return lambda program, k: anf_kernel(program, replace(k, body=rewrite(k.body)))
+        def run(program: core.Program, k: core.KernelDef) -> core.KernelDef:
+            body = rewrite(k.body)
+            # k is in ANF with unique binders (the optimiser's input, or anf_kernel's output), on
+            # which anf_kernel is the identity: a body left as it was needs no renormalising
+            return k if body == k.body else anf_kernel(program, replace(k, body=body))
+        return run
 
     return tuple((name, rewrite) for enabled, name, rewrite in (
         (options.inline_kernels, "inline_kernels",

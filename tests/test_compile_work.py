@@ -4,7 +4,13 @@ shortcuts that replace sympy's own work shown to give sympy's answers:
 - the OpenCL pipeline keeps only its entry once every call is inlined, so no pass optimises,
   shapes or translates the kernels it called (their OpenCL would be thrown away);
 - the optimiser stops at its fixed point once every rewrite has left the kernel as it is, not
-  after a further round;
+  after a further round, and renormalises (``anf_kernel``) only a body that a rewrite changed;
+- ``inline_lets`` counts the uses of every name in one walk of the kernel, not one per let-bound
+  build;
+- the int64 overflow analysis (``dps.ranges._overflow_free``, ``_bounded``) answers each question
+  once, and ``in_range`` asks about the guards around a read only where the loops' bounds and the
+  guards before fail to prove it (a vector's branch has a guard a lane);
+- ``stage_rows`` finds the names each OpenCL kernel mentions once, not once per other kernel;
 - sympy's Min and Max compare each pair of arguments once (``dps.ranges._comparable``), however
   many Maxes of growing argument lists are built;
 - a size's values at the natural points (``shape.sizes.natural_samples``), evaluated in Python's
@@ -16,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from corpus import adbench_hand, gmm
-from fsmooth import driver, optimize
+from corpus import adbench_hand, adbench_lstm, gmm
+from fsmooth import driver, fusion, optimize
 from fsmooth.anf import anf_program
 from fsmooth.dps import ranges
+from fsmooth.cost_model import GENERIC_GPU
 from fsmooth.options import Options
 from fsmooth.shape import sizes
 from fsmooth.shape.size_printer import NonnegativeQuotient
@@ -38,8 +45,9 @@ def test_the_opencl_pipeline_keeps_only_the_entry_once_its_calls_are_inlined():
     assert set(driver.run_passes(driver.c_passes(Options()), program).last("dps").kernels) == set(program.kernels)
 
 
-def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(monkeypatch):
-    calls: list = []  # (rewrite, whether it changed the kernel)
+def _recorded_rewrites(monkeypatch) -> list:
+    """``(rewrite, whether it changed the kernel)`` for each rewrite the optimiser runs from now on."""
+    calls: list = []
     original = optimize.kernel_rewrites
 
     def counted(options):
@@ -52,18 +60,106 @@ def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(mo
         return tuple((name, counting(name, rewrite)) for name, rewrite in original(options))
 
     monkeypatch.setattr(optimize, "kernel_rewrites", counted)
+    return calls
+
+
+def test_the_optimiser_stops_once_every_rewrite_has_left_the_kernel_unchanged(monkeypatch):
+    calls = _recorded_rewrites(monkeypatch)
     program = anf_program(gmm.gmm_objective.program())
     kernel = program.kernels[program.entry]
     optimised = optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None)
-    n = len(original(Options()))
+    n = len(optimize.REWRITES)
     changes = [j for j, (_, changed) in enumerate(calls) if changed]
     assert changes, "the entry of gmm_objective is rewritten"
     # after the last change, each rewrite exactly once: no round of known no-ops
     assert len(calls) == changes[-1] + 1 + n
-    assert {name for name, _ in calls[changes[-1] + 1:]} == {name for name, _ in original(Options())}
+    assert {name for name, _ in calls[changes[-1] + 1:]} == set(optimize.REWRITES)
     # the fixed point: one more round changes nothing
     again = optimize.optimize_kernel(program, optimised, Options(), lambda name, k: None)
     assert again == optimised
+
+
+def test_the_optimiser_renormalises_only_what_a_rewrite_changed(monkeypatch):
+    calls = _recorded_rewrites(monkeypatch)
+    renormalised: list = []
+    original_anf = optimize.anf_kernel
+    monkeypatch.setattr(optimize, "anf_kernel", lambda program, k: renormalised.append(k.name) or original_anf(program, k))
+    program = anf_program(gmm.gmm_objective.program())
+    kernel = program.kernels[program.entry]
+    optimised = optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None)
+    # inline_kernels renormalises what it inlines itself; every other rewrite is renormalised
+    # where it changed the kernel, and only there
+    changes = [name for name, changed in calls if changed and name != "inline_kernels"]
+    unchanged = [name for name, changed in calls if not changed and name != "inline_kernels"]
+    assert len(unchanged) > len(changes) > 0
+    assert len(renormalised) == len(changes)
+    monkeypatch.undo()
+    assert optimize.optimize_kernel(program, kernel, Options(), lambda name, k: None) == optimised
+
+
+def test_inline_lets_counts_uses_in_one_walk(monkeypatch):
+    program = driver.run_passes(driver.opencl_passes(Options()), adbench_lstm.lstm_step.program()).last("inline_every_call")
+    body = program.kernels[program.entry].body
+    builds = sum(1 for node in fusion.walk(body) if isinstance(node, fusion.Let) and isinstance(node.rhs, fusion.Build))
+    assert builds > 3
+    walks: list = []
+    original = fusion.walk
+    monkeypatch.setattr(fusion, "walk", lambda e: walks.append(e) or original(e))
+    inlined = fusion.inline_lets(body, into_reads=True)
+    assert walks == [body]  # not one walk of its body per let-bound build
+    assert inlined != body  # something was inlined
+
+
+def test_the_overflow_analysis_answers_each_question_once(monkeypatch):
+    asked: list = []
+    original = ranges._bounded
+    sympy.core.cache.clear_cache()
+    for f in (original, ranges._overflow_free, ranges.overflow_conditions, ranges.simplify_index):
+        f.cache_clear()
+    monkeypatch.setattr(ranges, "_bounded", lambda x, known, r: asked.append((x, known, r)) or original(x, known, r))
+    driver.run_passes(driver.opencl_passes(Options()), adbench_lstm.lstm_step.program())
+    assert len(asked) > len(set(asked)) > 0  # the same sums and products asked again, in many operations
+    assert original.cache_info().misses == len(set(asked))  # each answered once
+
+
+def test_in_range_asks_the_guards_only_where_the_bounds_before_them_fail(monkeypatch):
+    n, i, j = size_symbol("n"), sympy.Symbol("i", integer=True), sympy.Symbol("j", integer=True)
+    asked: list = []
+    original = ranges._constant_above
+    monkeypatch.setattr(ranges, "_constant_above", lambda offset, r: asked.append(offset) or original(offset, r))
+    ranges.in_range.cache_clear()
+    # a vector's branch: its first lane i ≤ n - 16, a guard a lane (i + k ≤ n - 1)
+    lanes = ranges.Ranges(naturals=frozenset({n})).inside(i, n - 16)
+    for k in range(16):
+        lanes = lanes.given(i + k, n - 1)
+    assert len(lanes.facts) == 15
+    assert ranges.in_range(i + 15, n, lanes) is not None
+    assert asked == []  # the loop's bound proves the read: no guard asked
+    # a read the loop does not prove: the guards in order, up to the one that proves it
+    guarded = ranges.Ranges(naturals=frozenset({n})).inside(i, n - 1).inside(j, n - 1)
+    guarded = guarded.given(i + j, n - 1).given(i + 1, n - 1).given(i + 2, n + 5)
+    assert len(guarded.facts) == 3
+    proof = ranges.in_range(i + 1, n, guarded)
+    assert proof is not None and proof.high == n - 1
+    assert asked == [1 - j, 0]  # i + 1 ≤ n - 1 + (1 - j ≤ 1) proves nothing; i + 1 ≤ n - 1 does
+    assert ranges.in_range(i + 1, n, ranges.Ranges(naturals=frozenset({n})).inside(i, n - 1)) is None
+
+
+def test_stage_rows_walks_each_kernel_once(monkeypatch):
+    from corpus import adbench_gmm
+    from fsmooth.dpia import stage_rows
+
+    trace = driver.run_passes(driver.opencl_passes(Options()), adbench_gmm.gmm_full_objective.program())
+    planned, staged = trace.last("plan_opencl"), trace.last("stage_rows")
+    assert len(planned.kernels.phases) > 5
+    walked: list = []
+    original = stage_rows.free_identifiers
+    monkeypatch.setattr(stage_rows, "free_identifiers", lambda c: walked.append(c) or original(c))
+    again = stage_rows.stage_rows(planned, GENERIC_GPU)
+    parts = [part for phase in planned.kernels.phases for part in phase.parts()]
+    # each part of each kernel once, then those of the staged kernels (which buffers stay)
+    assert len(walked) == len(parts) + sum(len(list(phase.parts())) for phase in again.kernels.phases)
+    assert again == staged
 
 
 def test_sympy_compares_each_pair_of_a_growing_max_once():
@@ -123,6 +219,13 @@ def test_replaced_is_sympys_replace():
 
 def test_kernels_compiled_through_the_changed_passes_compute_as_reference_and_numpy(intel_cpu_context):
     rng = np.random.default_rng(11)
+    # GMM's objective (the optimiser, fusion, the overflow analysis), 0 dimensions among the sizes
+    for n, d, k in ((1, 0, 1), (1, 1, 1), (5, 3, 2), (70, 4, 3)):
+        args = rng.normal(size=k), rng.normal(size=(k, d)), rng.normal(size=(k, d)), rng.normal(size=(n, d))
+        expected = gmm.np_gmm_objective(*args)
+        for got in (gmm.gmm_objective(*args), gmm.gmm_objective.opencl(*args, context=intel_cpu_context)):
+            np.testing.assert_allclose(got, gmm.gmm_objective.reference(*args), rtol=1e-10)
+            np.testing.assert_allclose(got, expected, rtol=1e-10)
     for v in (rng.uniform(-3.0, 3.0, 1), rng.uniform(-3.0, 3.0, 1000), rng.uniform(-30.0, 30.0, 100_000)):
         expected = np.log(np.sum(np.exp(v - v.max()))) + v.max()
         for got in (gmm.logsumexp(v), gmm.logsumexp.opencl(v, context=intel_cpu_context)):
