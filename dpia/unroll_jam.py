@@ -281,6 +281,11 @@ def _writes(c: p.Phrase, control: frozenset):
             control = control | frozenset(p.free_identifiers(count))
             yield index, control
             yield from _writes(body, control)
+        case p.ParFor(size=size, index=index, acc=acc, out=out, body=body) if root(acc) is not None:
+            control = control | frozenset(s.name for s in sympy.sympify(size).free_symbols)
+            yield index, control
+            yield root(acc), frozenset({out}) | control  # the array is what its elements are
+            yield from _writes(body, control)
         case p.IfCmd(cond, then, orelse):
             control = control | frozenset(p.free_identifiers(cond))
             yield from _writes(then, control)
@@ -401,7 +406,9 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     b = names.fresh(loop.index)
     values = [names.fresh("element") for _ in range(J)]
     data = p.data_of(step.exp)
-    bound = [ph.name for ph in p.walk(body) if isinstance(ph, p.New)]
+    # a variable whose value does not depend on the element, the copies share (``_jam``)
+    element = _element_names(body, {loop.index})
+    bound = [ph.name for ph in p.walk(body) if isinstance(ph, p.New) and (element is None or ph.name in element)]
     copies, own_regions, offset = [], [], scratch
     for s in range(J):
         renames = {name: names.fresh(name) for name in (loop.index, *bound)}
