@@ -87,18 +87,28 @@ def result_over_dead_argument(program: core.Program, k: core.KernelDef) -> str |
 
 def reduction_callees(program: core.Program, k: core.KernelDef) -> frozenset[str]:
     """The kernels with loops that ``k`` calls in the element of a reduction at its top (a let of
-    its body: ``ifold(λ acc i. … acc ⊕ e, init, n)``, ``acc`` a scalar read there only), which
+    its body or its result: ``ifold(λ acc i. … acc ⊕ e, init, n)``, ``acc`` a scalar read there only), which
     ``dpia.unroll_jam.jam_reduction`` runs J elements at a time: inlined, the elements' loops can
     be jammed, a call cannot.  (Inlined without the jam, ``main_terms`` made GMM slower:
     ``SMALL_RESULT_KERNEL``.)"""
     found: set[str] = set()
-    t = k.body
-    while isinstance(t, core.Let):
-        match t.rhs:
-            case core.Ifold(fn=core.Lam(params=((acc, Scalar()), _), body=step)) if _reduces(step, acc):
-                found |= {name for name in called_kernels(step) if _loops(program.kernels[name].body)}
-        t = t.body
+    lets, result = core.let_chain(k.body)
+    for e in (*(u.rhs for u in lets), result):
+        match e:
+            case core.Ifold(fn=core.Lam(params=((acc, Scalar()), (index, _)), body=step)) if _reduces(step, acc):
+                found |= {call.fn for call in _element_calls(step, index) if _loops(program.kernels[call.fn].body)}
     return frozenset(found)
+
+
+def _element_calls(step: Expr, index: str):
+    """The calls of ``step`` (in ANF) whose arguments depend on ``index``: the element's (a call
+    that does not, the same for every element, licm takes out of the loop, and stays a call)."""
+    varying = {index}
+    lets, _ = core.let_chain(step)
+    for u in lets:
+        if free_vars(u.rhs) & varying:
+            varying.add(u.name)
+    return (e for e in core.walk(step) if isinstance(e, core.Call) and any(free_vars(a) & varying for a in e.args))
 
 
 def _reduces(step: Expr, acc: str) -> bool:
