@@ -2,6 +2,8 @@
 ``jam_lanes``): each work-item runs J consecutive
 iterations together, their loops fused into one, on the imperative DPIA of the OpenCL back end,
 before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item per J iterations).
+For C, the elements of a sequential reduction are jammed the same way, J at a time, and combined
+in their order (``jam_reduction``, the last section).
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
@@ -373,7 +375,8 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
                   regions: tuple) -> tuple[p.Phrase, sympy.Expr] | None:
     """A sequential fold ``for n (λ i. E(i); acc := acc ⊕ e(i))`` run ``J`` elements at a time,
     and the scratch it adds; None where ``loop`` is not of that form, or its element has no loop
-    (nothing to jam) or calls a kernel (a call cannot be jammed):
+    that every element runs alike (nothing to jam: ``_alike_loop``) or calls a kernel (a call
+    cannot be jammed):
 
         for ⌊n/J⌋ (λ b. jam(E(Jb); v₀ := e(Jb), …, E(Jb + J-1); v_{J-1} := e(Jb + J-1));
                         acc := acc ⊕ v₀; …; acc := acc ⊕ v_{J-1});
@@ -392,7 +395,8 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     if not isinstance(n, p.NatExp) or not _jammable(body):
         return None
     step = _accumulation(body)
-    if step is None:
+    element = _element_names(body, {loop.index})
+    if step is None or element is None or not _alike_loop(body, element):
         return None
     acc = step.acc.name
     own = {name for ph in p.walk(body) for name in p.binders(ph)}
@@ -407,8 +411,7 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     values = [names.fresh("element") for _ in range(J)]
     data = p.data_of(step.exp)
     # a variable whose value does not depend on the element, the copies share (``_jam``)
-    element = _element_names(body, {loop.index})
-    bound = [ph.name for ph in p.walk(body) if isinstance(ph, p.New) and (element is None or ph.name in element)]
+    bound = [ph.name for ph in p.walk(body) if isinstance(ph, p.New) and ph.name in element]
     copies, own_regions, offset = [], [], scratch
     for s in range(J):
         renames = {name: names.fresh(name) for name in (loop.index, *bound)}
@@ -442,15 +445,22 @@ def _element(i: str, start: p.Phrase, body: p.Phrase) -> p.Phrase:
 
 
 def _jammable(body: p.Phrase) -> bool:
-    """Whether ``body``'s copies can be jammed: it has a loop, and only commands ``_jam`` merges or
-    runs in order, none of which calls a kernel, runs on threads or takes an arena region."""
+    """Whether ``body``'s copies can be jammed: only commands ``_jam`` merges or runs in order,
+    none of which calls a kernel, runs on threads or takes an arena region."""
     commands = (p.Seq, p.Assign, p.For, p.ParFor, p.IfCmd, p.Skip, p.New)
     phrases = list(p.walk(body))
-    return (any(isinstance(ph, (p.For, p.ParFor)) for ph in phrases)
-            and not any(isinstance(ph, (p.CallCmd, p.CallExp, p.ParallelReduce)) for ph in phrases)
+    return (not any(isinstance(ph, (p.CallCmd, p.CallExp, p.ParallelReduce)) for ph in phrases)
             and all(isinstance(ph, commands) for ph in _commands(body))
             and not any(isinstance(ph, p.ParFor) and ph.parallel or isinstance(ph, p.New) and ph.arena_offset is not None
                         for ph in phrases))
+
+
+def _alike_loop(body: p.Phrase, element: set) -> bool:
+    """Whether ``body`` has a loop that runs alike in every element, its count not of the
+    ``element``'s names: one the copies share.  (Where every loop's count is the element's, as a
+    triangle's rows, the copies would run one after another.)"""
+    return any(isinstance(c, (p.For, p.ParFor)) and not p.free_identifiers(c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card))) & element
+               for c in p.walk(body))
 
 
 def _commands(c: p.Phrase):

@@ -46,6 +46,19 @@ def not_a_reduction(x: Array[Array[Double]]) -> Double:
     return ifold(lambda acc, i: ifold(lambda s, j: s + acc * x[i][j], acc, length(x[i])), 0.0, length(x))
 
 
+@fs.kernel
+def triangle_rows(x: Array[Double]) -> Double:
+    return ifold(lambda acc, i: acc + x[i] * ifold(lambda s, j: s + x[j], 0.0, i), 0.0, length(x))
+
+
+@fs.kernel
+def rows_times_prefix(w: Array[Array[Double]], x: Array[Double]) -> Double:
+    """Σ_i (w[i] · x) (Σ_{j<i} x[j]): a loop alike in every element (the dot product, jammed) and
+    one counted by the element's index (the prefix, run copy after copy)."""
+    return ifold(lambda acc, i: acc + ifold(lambda s, j: s + w[i][j] * x[j], 0.0, length(x))
+                 * ifold(lambda s, j: s + x[j], 0.0, i), 0.0, length(w))
+
+
 def gmm_inputs(rng, d: int, k: int, n: int) -> tuple:
     return (rng.standard_normal(k), rng.standard_normal((k, d)), 0.3 * rng.standard_normal((k, d * (d + 1) // 2)),
             rng.standard_normal((n, d)), 1.0 + rng.random(), 2)
@@ -109,10 +122,11 @@ def test_gmm_c_source_has_the_block_and_the_rest_loops(kernel):
     assert "fs_shift_floor_i64(x_d0" not in kernel.with_options(jam_reductions=False).c_source()
 
 
-@pytest.mark.parametrize("kernel", [sum_of_squares, not_a_reduction], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [sum_of_squares, not_a_reduction, triangle_rows], ids=lambda k: k.name)
 def test_folds_not_of_the_form_are_left_as_they_are(kernel):
     """An element without a loop has no chain to jam; an element that reads the state is not a
-    reduction's: the C is the unjammed build's."""
+    reduction's; an element whose loops are all counted by its index would run its copies one
+    after another: the C is the unjammed build's."""
     assert kernel.c_source() == kernel.with_options(jam_reductions=False).c_source()
 
 
@@ -151,6 +165,20 @@ def test_gmm_data_term_bit_identical_at_every_count(d, n):
     terms = (alphas + icf[:, :d].sum(axis=1) - 0.5 * np.sum(np.einsum("kij,nkj->nki", q, x[:, None, :] - means) ** 2, axis=2))
     np.testing.assert_allclose(jammed, adbench_gmm._logsumexp(terms, axis=1).sum() if n else 0.0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(jammed, gmm_data_term.reference(alphas, means, icf, x, d), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, JAM, JAM + 1, 3 * JAM + 3])
+def test_a_jammed_element_with_a_loop_counted_by_its_index(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(max(n, 7))
+    w = rng.standard_normal((n, len(x)))
+    jammed, plain = rows_times_prefix(w, x), rows_times_prefix.with_options(jam_reductions=False)(w, x)
+    assert np.float64(jammed).tobytes() == np.float64(plain).tobytes()
+    oracle = sum((w[i] @ x) * x[:i].sum() for i in range(n))
+    np.testing.assert_allclose(jammed, oracle, rtol=1e-12, atol=1e-12)
+    assert jammed == rows_times_prefix.reference(w, x)
+    block, _ = [c for c in innermost_loops(imperative(rows_times_prefix).body) if reads(c, "w")]
+    assert (reads(block, "w"), reads(block, "x")) == (JAM, 1)  # x[j] read once for the JAM rows
 
 
 def test_gmm_objective_of_gmm_py_bit_identical():
