@@ -420,11 +420,10 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
                 renames[r.name] = names.fresh(r.name)
                 own_regions.append(dataclasses.replace(r, name=renames[r.name], arena_offset=offset, body=p.Skip()))
                 offset += region_bytes(p.scalar_of(r.data), p.elements(r.data))
-        value = p.Ident(values[s], p.AccT(data))
-        element = p.replaced(body, {id(step): p.Assign(value, step.exp.args[1])})
+        computed = p.replaced(body, {id(step): p.Assign(p.Ident(values[s], p.AccT(data)), step.exp.args[1])})
         first = p.ScalarOp("add", (p.ScalarOp("mul", (p.Literal(J, p.Num(Index)), p.Ident(b, p.ExpT(p.IdxT(count)))),
                                                   p.Num(Index)), p.Literal(s, p.Num(Index))), p.Num(Index))
-        copies.append(_element(renames[loop.index], first, _renamed(element, renames)))
+        copies.append(_element(renames[loop.index], first, _renamed(computed, renames)))
     combined = [dataclasses.replace(step, exp=dataclasses.replace(step.exp, args=(step.exp.args[0], p.Ident(v, p.ExpT(data)))))
                 for v in values]
     block = p.seq(_jam(copies, names), *combined)
@@ -459,8 +458,9 @@ def _alike_loop(body: p.Phrase, element: set) -> bool:
     """Whether ``body`` has a loop that runs alike in every element, its count not of the
     ``element``'s names: one the copies share.  (Where every loop's count is the element's, as a
     triangle's rows, the copies would run one after another.)"""
-    return any(isinstance(c, (p.For, p.ParFor)) and not p.free_identifiers(c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card))) & element
-               for c in p.walk(body))
+    counts = [c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card))
+              for c in p.walk(body) if isinstance(c, (p.For, p.ParFor))]
+    return any(not p.free_identifiers(count) & element for count in counts)
 
 
 def _commands(c: p.Phrase):
@@ -477,18 +477,6 @@ def _commands(c: p.Phrase):
             yield from _commands(orelse)
 
 
-def _spine(c: p.Phrase):
-    """The commands of ``c`` that run once each time it does, in order (not in a loop or a branch)."""
-    match c:
-        case p.Seq(cmds):
-            for cmd in cmds:
-                yield from _spine(cmd)
-        case p.New(body=body):
-            yield from _spine(body)
-        case _:
-            yield c
-
-
 def _accumulation(body: p.Phrase) -> p.Assign | None:
     """The one assignment ``acc := acc ⊕ e`` of ``body``'s only variable from outside it, where
     ``acc`` appears nowhere else and the assignment runs once per element, else None."""
@@ -500,7 +488,7 @@ def _accumulation(body: p.Phrase) -> p.Assign | None:
     acc = step.acc.name
     match step.exp:
         case p.ScalarOp(args=(p.Ident(name), e)) if (name == acc and acc not in p.free_identifiers(e)
-                                                     and any(c is step for c in _spine(body))
+                                                     and any(c is step for c in p.leaves(body))
                                                      and sum(isinstance(ph, p.Ident) and ph.name == acc
                                                              for ph in p.walk(body)) == 2):
             return step
@@ -510,7 +498,7 @@ def _accumulation(body: p.Phrase) -> p.Assign | None:
 def _written_first(body: p.Phrase, region: str) -> bool:
     """Whether the first of ``body``'s commands that mentions ``region`` is a ``parfor`` that
     writes all of it without reading it, and no other command writes it."""
-    first = next(c for c in _spine(body) if region in p.free_identifiers(c))
+    first = next(c for c in p.leaves(body) if region in p.free_identifiers(c))
     writes = [c for c in p.walk(body) if isinstance(c, (p.Assign, p.ParFor)) and root(c.acc) == region]
     return (isinstance(first, p.ParFor) and isinstance(first.acc, p.Ident) and first.acc.name == region
             and region not in p.free_identifiers(first.body) and writes == [first])
