@@ -217,6 +217,8 @@ def rename(e, env: dict, sizes: dict) -> sympy.Expr:
         binding = env.get(s.name)
         if isinstance(binding, ScalarVariable):
             table[s] = index_symbol(binding.cname)
+        elif isinstance(binding, SymbolicInteger):  # a loop counted by an integer let (a jammed element's index)
+            table[s] = binding.expr
         elif s.name in sizes:
             table[s] = index_symbol(sizes[s.name])
         else:

@@ -658,6 +658,19 @@ def substitute_variable(c: Phrase, name: str, acc: Phrase, exp: Phrase) -> Phras
     return map_children(lambda ph: substitute_variable(ph, name, acc, exp), c)
 
 
+def leaves(c: Phrase):
+    """The commands of ``c`` that run once each time it does, in order: through its sequences and
+    ``new``s, not into its loops or branches."""
+    match c:
+        case Seq(cmds):
+            for cmd in cmds:
+                yield from leaves(cmd)
+        case New(body=body):
+            yield from leaves(body)
+        case _:
+            yield c
+
+
 def seq(*cmds: Phrase) -> Phrase:
     flat: list = []
     for c in cmds:

@@ -204,7 +204,7 @@ class _Kernel:
         next row's staging then writes no element another work-item still reads."""
         owned = {id(s.loop): sum(a.owned for a in s.accesses if root(a.base) == name) for s in sites}
         fenced = True
-        for leaf in _leaves(body):
+        for leaf in p.leaves(body):
             if _mentions(leaf, name) > owned.get(id(leaf), 0):
                 fenced = False
             if isinstance(leaf, p.ParFor) and leaf.strategy is not None and leaf.strategy.level == "local" and (
@@ -391,20 +391,9 @@ def _store_after_read(body: p.Phrase, read: p.Idx, acc: p.Phrase, exp: p.Phrase)
 
 def _writes_own_element_last(loop: p.ParFor) -> bool:
     """Whether ``loop``'s body writes its element once, as its last command (after every read)."""
-    leaves = list(_leaves(loop.body))
+    leaves = list(p.leaves(loop.body))
     writes = [c for leaf in leaves for c in p.walk(leaf) if isinstance(c, p.Assign) and root(c.acc) == loop.out]
     return bool(leaves) and len(writes) == 1 and writes[0] is leaves[-1]
-
-
-def _leaves(c: p.Phrase):
-    match c:
-        case p.Seq(cmds):
-            for x in cmds:
-                yield from _leaves(x)
-        case p.New(body=body):
-            yield from _leaves(body)
-        case _:
-            yield c
 
 
 def _mentions(c: p.Phrase, name: str) -> int:
@@ -414,7 +403,7 @@ def _mentions(c: p.Phrase, name: str) -> int:
 def _mentions_before(body: p.Phrase, loop: p.ParFor, name: str) -> int:
     """How often the commands of a group's ``body`` before ``loop`` mention ``name``."""
     count = 0
-    for leaf in _leaves(body):
+    for leaf in p.leaves(body):
         if leaf is loop:
             return count
         count += _mentions(leaf, name)

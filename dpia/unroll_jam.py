@@ -2,6 +2,8 @@
 ``jam_lanes``): each work-item runs J consecutive
 iterations together, their loops fused into one, on the imperative DPIA of the OpenCL back end,
 before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item per J iterations).
+For C, the elements of a sequential reduction are jammed the same way, J at a time, and combined
+in their order (``jam_reduction``, the last section).
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
@@ -35,6 +37,7 @@ import dataclasses
 import sympy
 
 from fsmooth.names import NameSupply
+from fsmooth.dps.layout import region_bytes
 from fsmooth.types import Bool, Card, Index
 
 from . import phrases as p
@@ -141,9 +144,11 @@ def _jam(copies: list, names: NameSupply | None) -> p.Phrase:
             return _shared_reads(copies, names)
         case p.For(count=count) if all(c.count == count for c in copies):
             return dataclasses.replace(first, body=_jam([c.body for c in copies], names))
-        case p.ParFor(size=size, strategy=strategy) if strategy is not None and strategy.level == "seq" and all(
-                c.size == size and c.strategy == strategy for c in copies):
-            # one loop over the elements, each copy writing its own array's
+        case p.ParFor(size=size, strategy=strategy) if (
+                strategy.level == "seq" if strategy is not None else not first.parallel) and all(
+                c.size == size and c.strategy == strategy and c.parallel == first.parallel for c in copies):
+            # one loop over the elements, each copy writing its own array's (C's parfor, with no
+            # strategy and not on threads, is a loop too: ``jam_reduction``)
             index = p.Ident(first.index, p.ExpT(p.IdxT(size)))
             bodies = [first.body]
             for c in copies[1:]:
@@ -278,6 +283,11 @@ def _writes(c: p.Phrase, control: frozenset):
             control = control | frozenset(p.free_identifiers(count))
             yield index, control
             yield from _writes(body, control)
+        case p.ParFor(size=size, index=index, acc=acc, out=out, body=body) if root(acc) is not None:
+            control = control | frozenset(s.name for s in sympy.sympify(size).free_symbols)
+            yield index, control
+            yield root(acc), frozenset({out}) | control  # the array is what its elements are
+            yield from _writes(body, control)
         case p.IfCmd(cond, then, orelse):
             control = control | frozenset(p.free_identifiers(cond))
             yield from _writes(then, control)
@@ -321,3 +331,179 @@ def _substituted(e: p.Phrase, old: p.Phrase, new: p.Phrase) -> p.Phrase:
     if e == old:
         return new
     return p.map_children(lambda child: _substituted(child, old, new), e)
+
+
+# ----------------------------------------------------------------------------- the elements of a reduction (C)
+
+def jam_reductions_program(program: p.ImperativeProgram, J: int) -> p.ImperativeProgram:
+    """``program`` with each reduction at the top of a kernel (``jam_reduction``) run ``J``
+    elements at a time, and each kernel's scratch grown by what its jams and its callees' add
+    (a call's scratch sits at the top of its caller's arena, so a callee's growth is its caller's;
+    the jammed loops call nothing, so their regions and a callee's never live at once)."""
+    kernels, grown = {}, {}
+    for name, k in program.kernels.items():  # callees first
+        body, extra = _jam_top_reductions(k.body, J, _names(k), k.scratch)
+        extra = sympy.Max(extra, *(grown[c.fn] for c in p.walk(k.body) if isinstance(c, (p.CallCmd, p.CallExp))
+                                   and isinstance(c.fn, str) and c.fn in grown))
+        grown[name] = extra
+        kernels[name] = dataclasses.replace(k, body=body, scratch=k.scratch + extra)
+    return p.ImperativeProgram(kernels, program.entry)
+
+
+def _jam_top_reductions(c: p.Phrase, J: int, names: NameSupply, scratch: sympy.Expr,
+                        regions: tuple = ()) -> tuple[p.Phrase, sympy.Expr]:
+    """``c`` with each of its reductions that no loop encloses jammed (``jam_reduction``), and
+    the scratch its jams add beyond ``scratch``; ``regions``: the arena ``new``s around ``c``."""
+    match c:
+        case p.For():
+            jammed = jam_reduction(c, J, names, scratch, regions)
+            return (c, sympy.Integer(0)) if jammed is None else jammed
+        case p.Seq(cmds):
+            done = [_jam_top_reductions(cmd, J, names, scratch, regions) for cmd in cmds]
+            return p.Seq(tuple(cmd for cmd, _ in done)), sympy.Max(0, *(extra for _, extra in done))
+        case p.New(body=body):
+            inner, extra = _jam_top_reductions(body, J, names, scratch,
+                                               regions + ((c,) if c.arena_offset is not None else ()))
+            return dataclasses.replace(c, body=inner), extra
+        case p.IfCmd(then=then, orelse=orelse):
+            (then, a), (orelse, b) = (_jam_top_reductions(branch, J, names, scratch, regions) for branch in (then, orelse))
+            return dataclasses.replace(c, then=then, orelse=orelse), sympy.Max(a, b)
+    return c, sympy.Integer(0)
+
+
+def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
+                  regions: tuple) -> tuple[p.Phrase, sympy.Expr] | None:
+    """A sequential fold ``for n (λ i. E(i); acc := acc ⊕ e(i))`` run ``J`` elements at a time,
+    and the scratch it adds; None where ``loop`` is not of that form, or its element has no loop
+    that every element runs alike (nothing to jam: ``_alike_loop``) or calls a kernel (a call
+    cannot be jammed):
+
+        for ⌊n/J⌋ (λ b. jam(E(Jb); v₀ := e(Jb), …, E(Jb + J-1); v_{J-1} := e(Jb + J-1));
+                        acc := acc ⊕ v₀; …; acc := acc ⊕ v_{J-1});
+        for (n mod J) (λ r. E(J⌊n/J⌋ + r); acc := acc ⊕ e(J⌊n/J⌋ + r))
+
+    The elements are combined into ``acc`` in their order, each exactly as it was computed, so the
+    result is the unjammed loop's, bit for bit: what changes is that the J elements' computations,
+    independent of each other, run in one set of loops (``_jam``): J chains of dependent additions
+    where there was one, and what they read alike (GMM's icf[k][…] and means[k][j] in the triangle
+    of each point's component k) read once for the J.  The element writes, beside its own
+    variables, only ``acc`` and arena regions around the loop that it writes whole, with one
+    ``parfor``, before it reads them and that nothing reads after the loop (DPS's regions hoisted
+    out of the element: GMM's K terms of a point): element s > 0 of a block gets its own copy of
+    each, past the kernel's ``scratch``."""
+    n, body = loop.count, loop.body
+    if not isinstance(n, p.NatExp) or not _jammable(body):
+        return None
+    step = _accumulation(body)
+    element = _element_names(body, {loop.index})
+    if step is None or element is None or not _alike_loop(body, element):
+        return None
+    acc = step.acc.name
+    own = {name for ph in p.walk(body) for name in p.binders(ph)}
+    outer = {root(w.acc) for w in p.walk(body) if isinstance(w, (p.Assign, p.ParFor))} - own - {acc}
+    scratch_regions = [r for r in regions if r.name in outer]
+    if len(scratch_regions) != len(outer) or not all(_written_first(body, r.name) and _only_inside(r, loop)
+                                                     for r in scratch_regions):
+        return None
+    m = n.value
+    count, whole = sympy.floor(m / J), J * sympy.floor(m / J)
+    b = names.fresh(loop.index)
+    values = [names.fresh("element") for _ in range(J)]
+    data = p.data_of(step.exp)
+    # a variable whose value does not depend on the element, the copies share (``_jam``)
+    bound = [ph.name for ph in p.walk(body) if isinstance(ph, p.New) and ph.name in element]
+    copies, own_regions, offset = [], [], scratch
+    for s in range(J):
+        renames = {name: names.fresh(name) for name in (loop.index, *bound)}
+        if s > 0:
+            for r in scratch_regions:
+                renames[r.name] = names.fresh(r.name)
+                own_regions.append(dataclasses.replace(r, name=renames[r.name], arena_offset=offset, body=p.Skip()))
+                offset += region_bytes(p.scalar_of(r.data), p.elements(r.data))
+        computed = p.replaced(body, {id(step): p.Assign(p.Ident(values[s], p.AccT(data)), step.exp.args[1])})
+        first = p.ScalarOp("add", (p.ScalarOp("mul", (p.Literal(J, p.Num(Index)), p.Ident(b, p.ExpT(p.IdxT(count)))),
+                                                  p.Num(Index)), p.Literal(s, p.Num(Index))), p.Num(Index))
+        copies.append(_element(renames[loop.index], first, _renamed(computed, renames)))
+    combined = [dataclasses.replace(step, exp=dataclasses.replace(step.exp, args=(step.exp.args[0], p.Ident(v, p.ExpT(data)))))
+                for v in values]
+    block = p.seq(_jam(copies, names), *combined)
+    for v in reversed(values):
+        block = p.New(v, data, block)
+    jammed = p.For(p.NatExp(count, n.data), b, block)
+    for r in reversed(own_regions):
+        jammed = dataclasses.replace(r, body=jammed)
+    r, i = names.fresh("r"), names.fresh(loop.index)
+    last = p.ScalarOp("add", (p.NatExp(whole, p.Num(Index)), p.Ident(r, p.ExpT(p.IdxT(sympy.Mod(m, J))))), p.Num(Index))
+    rest = p.For(p.NatExp(sympy.Mod(m, J), n.data), r, _element(i, last, _renamed(body, {loop.index: i})))
+    return p.seq(jammed, rest), offset - scratch
+
+
+def _element(i: str, start: p.Phrase, body: p.Phrase) -> p.Phrase:
+    """``body`` for the element ``start``, its index variable renamed ``i`` in it."""
+    return p.New(i, p.Num(Index), p.seq(p.Assign(p.Ident(i, p.AccT(p.Num(Index))), start), body))
+
+
+def _jammable(body: p.Phrase) -> bool:
+    """Whether ``body``'s copies can be jammed: only commands ``_jam`` merges or runs in order,
+    none of which calls a kernel, runs on threads or takes an arena region."""
+    commands = (p.Seq, p.Assign, p.For, p.ParFor, p.IfCmd, p.Skip, p.New)
+    phrases = list(p.walk(body))
+    return (not any(isinstance(ph, (p.CallCmd, p.CallExp, p.ParallelReduce)) for ph in phrases)
+            and all(isinstance(ph, commands) for ph in _commands(body))
+            and not any(isinstance(ph, p.ParFor) and ph.parallel or isinstance(ph, p.New) and ph.arena_offset is not None
+                        for ph in phrases))
+
+
+def _alike_loop(body: p.Phrase, element: set) -> bool:
+    """Whether ``body`` has a loop that runs alike in every element, its count not of the
+    ``element``'s names: one the copies share.  (Where every loop's count is the element's, as a
+    triangle's rows, the copies would run one after another.)"""
+    counts = [c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card))
+              for c in p.walk(body) if isinstance(c, (p.For, p.ParFor))]
+    return any(not p.free_identifiers(count) & element for count in counts)
+
+
+def _commands(c: p.Phrase):
+    """The commands of ``c``, inside loops and branches too."""
+    yield c
+    match c:
+        case p.Seq(cmds):
+            for cmd in cmds:
+                yield from _commands(cmd)
+        case p.New(body=body) | p.For(body=body) | p.ParFor(body=body):
+            yield from _commands(body)
+        case p.IfCmd(then=then, orelse=orelse):
+            yield from _commands(then)
+            yield from _commands(orelse)
+
+
+def _accumulation(body: p.Phrase) -> p.Assign | None:
+    """The one assignment ``acc := acc ⊕ e`` of ``body``'s only variable from outside it, where
+    ``acc`` appears nowhere else and the assignment runs once per element, else None."""
+    own = {name for ph in p.walk(body) for name in p.binders(ph)}
+    outside = [c for c in p.walk(body) if isinstance(c, p.Assign) and isinstance(c.acc, p.Ident) and c.acc.name not in own]
+    if len(outside) != 1:
+        return None
+    step = outside[0]
+    acc = step.acc.name
+    match step.exp:
+        case p.ScalarOp(args=(p.Ident(name), e)) if (name == acc and acc not in p.free_identifiers(e)
+                                                     and any(c is step for c in p.leaves(body))
+                                                     and sum(isinstance(ph, p.Ident) and ph.name == acc
+                                                             for ph in p.walk(body)) == 2):
+            return step
+    return None
+
+
+def _written_first(body: p.Phrase, region: str) -> bool:
+    """Whether the first of ``body``'s commands that mentions ``region`` is a ``parfor`` that
+    writes all of it without reading it, and no other command writes it."""
+    first = next(c for c in p.leaves(body) if region in p.free_identifiers(c))
+    writes = [c for c in p.walk(body) if isinstance(c, (p.Assign, p.ParFor)) and root(c.acc) == region]
+    return (isinstance(first, p.ParFor) and isinstance(first.acc, p.Ident) and first.acc.name == region
+            and region not in p.free_identifiers(first.body) and writes == [first])
+
+
+def _only_inside(region: p.New, loop: p.For) -> bool:
+    """Whether ``region`` is used in ``loop`` only."""
+    return region.name not in p.free_identifiers(p.replaced(region.body, {id(loop): p.Skip()}))

@@ -2,7 +2,7 @@
 
     C:      anf ─▶ optimise (inline_kernels, inline_lets_and_fusion, constant_folding, cse, dce, licm,
             guards_to_bounds, to a fixed point) ─▶ shape ─▶ dps ─▶ simplify_allocs ─▶ beta_reduce_scalar_lets
-            ─▶ dpia ─▶ interchange ─▶ c
+            ─▶ dpia ─▶ interchange ─▶ single_trip ─▶ row_versions ─▶ jam_reductions ─▶ c
     OpenCL: anf ─▶ inline_every_call ─▶ optimise ─▶ map_fission ─▶ reassociate_folds
             ─▶ auto_reductions ─▶ shape ─▶ dps ─▶ simplify_allocs
             ─▶ beta_reduce_scalar_lets ─▶ dpia_strategies ─▶ unroll_jam ─▶ plan_opencl ─▶ stage_rows ─▶ stage_tiles ─▶ vectorize
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from . import core
 from .deep_stack import on_deep_stack
 from .errors import CompileError, IRError
-from .options import Options
+from .options import Options, jamming_reductions
 
 Report = Callable[[str, object], None]
 
@@ -71,6 +71,9 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
     from fsmooth.dpia.row_versions import row_versions_program
     from fsmooth.dpia.single_trip import single_trip_program
     from fsmooth.dpia.translate import dpia_program
+    from fsmooth.dpia.unroll_jam import jam_reductions_program
+
+    from .cost_model import JAM
 
     return (*_front_passes(options, inline_every=False, target="c"),
             Pass("dpia", lambda forms, report: dpia_program(forms["beta_reduce_scalar_lets"])),
@@ -80,7 +83,9 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
                  else forms["interchange"]),
             Pass("row_versions", lambda forms, report: row_versions_program(forms["single_trip"]) if options.row_versions
                  else forms["single_trip"]),
-            Pass("c", lambda forms, report: generate_c(forms["row_versions"], module or c_module(forms["core"]), options)))
+            Pass("jam_reductions", lambda forms, report: jam_reductions_program(forms["row_versions"], JAM)
+                 if jamming_reductions(options) else forms["row_versions"]),
+            Pass("c", lambda forms, report: generate_c(forms["jam_reductions"], module or c_module(forms["core"]), options)))
 
 
 def opencl_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:

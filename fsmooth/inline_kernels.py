@@ -15,7 +15,7 @@ import functools
 from . import core
 from .anf import anf_kernel
 from .core import Expr, called_kernels, children, free_vars
-from .types import BYTES, ArrayT, element_scalar
+from .types import BYTES, ArrayT, Scalar, element_scalar
 from fsmooth.dps.local_arrays import small_constant_size
 from fsmooth.shape.filters import returns_filter
 from fsmooth.shape.ir import VecShape
@@ -47,13 +47,17 @@ def size(e: Expr) -> int:
     return 1 + sum(size(child) for child in children(e))
 
 
-def inline_small_kernels(program: core.Program, k: core.KernelDef, in_place: bool = True) -> core.KernelDef:
+def inline_small_kernels(program: core.Program, k: core.KernelDef, in_place: bool = True,
+                         into_reductions: bool = False) -> core.KernelDef:
     """``k`` with every call of a small kernel of ``program`` replaced by the callee's body
     (renamed apart, arguments bound by let), in ANF; ``in_place`` (``Options.update_in_place``):
-    and the call of its result over a dead argument (``result_over_dead_argument``)."""
+    and the call of its result over a dead argument (``result_over_dead_argument``);
+    ``into_reductions`` (``Options.jam_reductions``): and the calls in a reduction's element
+    (``reduction_callees``)."""
     over = result_over_dead_argument(program, k) if in_place else None
+    jammed = reduction_callees(program, k) if into_reductions else frozenset()
     small = frozenset(name for name in called_kernels(k.body) if inlined(program, program.kernels[name])
-                      or (name == over and size(program.kernels[name].body) <= SMALL_RESULT_KERNEL))
+                      or (name in (over, *jammed) and size(program.kernels[name].body) <= SMALL_RESULT_KERNEL))
     return anf_kernel(program, k, inline=small) if small else k
 
 
@@ -79,6 +83,45 @@ def result_over_dead_argument(program: core.Program, k: core.KernelDef) -> str |
     dead = [param for name, (param, _) in zip(arguments, callee.params)
             if name in bound and name not in used_before and arguments.count(name) == 1]
     return t.fn if any(reads_row_wise(callee, param) for param in dead) else None
+
+
+def reduction_callees(program: core.Program, k: core.KernelDef) -> frozenset[str]:
+    """The kernels with loops that ``k`` calls in the element of a reduction at its top (a let of
+    its body or its result: ``ifold(λ acc i. … acc ⊕ e, init, n)``, ``acc`` a scalar read there only), which
+    ``dpia.unroll_jam.jam_reduction`` runs J elements at a time: inlined, the elements' loops can
+    be jammed, a call cannot.  (Inlined without the jam, ``main_terms`` made GMM slower:
+    ``SMALL_RESULT_KERNEL``.)"""
+    found: set[str] = set()
+    lets, result = core.let_chain(k.body)
+    for e in (*(u.rhs for u in lets), result):
+        match e:
+            case core.Ifold(fn=core.Lam(params=((acc, Scalar()), (index, _)), body=step)) if _reduces(step, acc):
+                found |= {call.fn for call in _element_calls(step, index) if _loops(program.kernels[call.fn].body)}
+    return frozenset(found)
+
+
+def _element_calls(step: Expr, index: str):
+    """The calls of ``step`` (in ANF) whose arguments depend on ``index``: the element's (a call
+    that does not, the same for every element, licm takes out of the loop, and stays a call)."""
+    varying = {index}
+    lets, _ = core.let_chain(step)
+    for u in lets:
+        if free_vars(u.rhs) & varying:
+            varying.add(u.name)
+    return (e for e in core.walk(step) if isinstance(e, core.Call) and any(free_vars(a) & varying for a in e.args))
+
+
+def _reduces(step: Expr, acc: str) -> bool:
+    """Whether ``step`` (a fold's body, in ANF) ends in ``acc ⊕ e`` and reads ``acc`` there only."""
+    t = step
+    while isinstance(t, core.Let):
+        t = t.body
+    return (isinstance(t, core.PrimApp) and len(t.args) == 2 and isinstance(t.args[0], core.Var) and t.args[0].name == acc
+            and sum(isinstance(e, core.Var) and e.name == acc for e in core.walk(step)) == 1)
+
+
+def _loops(e: Expr) -> bool:
+    return any(isinstance(x, (core.Build, core.Ifold)) for x in core.walk(e))
 
 
 def reads_row_wise(k: core.KernelDef, param: str) -> bool:

@@ -8,7 +8,8 @@ import pytest
 from sympy import sympify as S
 
 import fsmooth as fs
-from corpus import ba, iterate, scan_filter, triangular
+from corpus import ba, gmm, iterate, scan_filter, triangular
+from fsmooth.cost_model import JAM
 from fsmooth.dps.ir import ALIGN
 from fsmooth import runtime
 from fsmooth.artifact import CArtifact, KernelInterface, SizeSource
@@ -26,6 +27,8 @@ def _partly_written(case, args) -> str | None:
         return "no step runs, so the second state buffer is never written"
     if case.kernel is triangular.counted_by_index and args[1] - 1 < 1:
         return "no step runs (a count < 1), so the second state buffer is never written"
+    if case.kernel is gmm.gmm_objective and len(args[3]) < JAM:
+        return "fewer points than a jammed block (Options.jam_reductions): the block's own terms are never written"
     if case.kernel is scan_filter.inlier_count_and_mean and np.any(np.abs(args[0]) >= args[1]):
         return "a stored filter reserves its capacity and writes up to one past its kept elements"
     return None

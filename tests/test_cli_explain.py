@@ -21,7 +21,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_list_passes_shows_each_rewrite_under_the_optimisations(capsys):
     status, out, _ = run(capsys, F, "--list-passes")
     assert status == 0
-    assert out.split() == ["core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "single_trip", "row_versions", "c"]
+    assert out.split() == ["core", "anf", *REWRITES, "optimise", "shape", "dps", "simplify_allocs", "beta_reduce_scalar_lets", "dpia", "interchange", "single_trip", "row_versions", "jam_reductions", "c"]
     assert "  cse\n" in out
     _, out, _ = run(capsys, F, "--list-passes", "--no-cse", "--no-dce")
     assert "cse" not in out.split() and "dce" not in out.split() and "constant_folding" in out.split()
@@ -42,7 +42,7 @@ def test_a_no_flag_for_every_optimisation_field_and_no_other(capsys):
     out = capsys.readouterr().out
     assert set(optimisations()) == {"fusion", "inline_kernels", "inline_lets", "constant_folding", "cse", "dce",
                                     "licm", "guards_to_bounds", "merge_allocs", "hoist_allocs", "hoist_checks",
-                                    "reduce_strength", "interchange", "row_versions", "map_fission", "auto_reductions",
+                                    "reduce_strength", "interchange", "row_versions", "jam_reductions", "map_fission", "auto_reductions",
                                     "single_pass_scan", "stage_rows", "stage_tiles", "update_in_place"}
     for name in optimisations():
         assert f"--no-{name.replace('_', '-')}" in out

@@ -278,7 +278,8 @@ def test_constants_fold_through_lets_and_conditionals():
 def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_larger_limit():
     # BA: project (a 2-vector) and Rodrigues' rotation (a 3-vector) are bigger than SMALL_KERNEL,
     # yet no call is left in the loop over the observations; GMM's main_terms is as small, but
-    # its result has K elements (a run-time size), so its call stays in the fold over the points.
+    # its result has K elements (a run-time size), so its call stays in the fold over the points,
+    # unless the points are jammed (Options.jam_reductions: inlined into the fold's element).
     from corpus import adbench_ba, adbench_gmm
     from fsmooth.inline_kernels import SMALL_KERNEL, SMALL_RESULT_KERNEL, size
 
@@ -286,9 +287,10 @@ def test_a_kernel_returning_a_small_constant_size_array_is_inlined_up_to_its_lar
     for name in ("project", "rodrigues_rotate_point"):
         assert SMALL_KERNEL < size(ba.kernels[name].body) <= SMALL_RESULT_KERNEL, name
     assert core.called_kernels(ba.main.body) == set()
-    gmm = optimized(adbench_gmm.gmm_full_objective)
+    gmm = optimized(adbench_gmm.gmm_full_objective, Options(jam_reductions=False))
     assert SMALL_KERNEL < size(gmm.kernels["main_terms"].body) <= SMALL_RESULT_KERNEL
     assert "main_terms" in core.called_kernels(gmm.main.body)
+    assert "main_terms" not in core.called_kernels(optimized(adbench_gmm.gmm_full_objective).main.body)
 
 
 def test_the_call_of_a_result_over_a_dead_argument_it_reads_row_wise_is_inlined():
