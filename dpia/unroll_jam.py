@@ -456,11 +456,15 @@ def _jammable(body: p.Phrase) -> bool:
 
 def _alike_loop(body: p.Phrase, element: set) -> bool:
     """Whether ``body`` has a loop that runs alike in every element, its count not of the
-    ``element``'s names: one the copies share.  (Where every loop's count is the element's, as a
-    triangle's rows, the copies would run one after another.)"""
-    counts = [c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card))
-              for c in p.walk(body) if isinstance(c, (p.For, p.ParFor))]
-    return any(not p.free_identifiers(count) & element for count in counts)
+    ``element``'s names, and computes the element's own values, its body reading them: one the
+    copies share.  (Where every loop's count is the element's, as a triangle's rows, the copies
+    would run one after another; a loop that reads nothing of the element computes the same in
+    every copy, as the micro-benchmarks' add3_loop does on purpose: J copies of it are J times its
+    scratch for nothing shared.)"""
+    loops = [(c.count if isinstance(c, p.For) else p.NatExp(c.size, p.Num(Card)), c.body)
+             for c in p.walk(body) if isinstance(c, (p.For, p.ParFor))]
+    return any(not p.free_identifiers(count) & element and p.free_identifiers(inner) & element
+               for count, inner in loops)
 
 
 def _commands(c: p.Phrase):
