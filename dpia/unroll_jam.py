@@ -394,12 +394,12 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     n, body = loop.count, loop.body
     if not isinstance(n, p.NatExp) or not _jammable(body):
         return None
-    step = _accumulation(body)
+    own = {name for ph in p.walk(body) for name in p.binders(ph)}
+    step = _accumulation(body, own)
     element = _element_names(body, {loop.index})
     if step is None or element is None or not _alike_loop(body, element):
         return None
     acc = step.acc.name
-    own = {name for ph in p.walk(body) for name in p.binders(ph)}
     outer = {root(w.acc) for w in p.walk(body) if isinstance(w, (p.Assign, p.ParFor))} - own - {acc}
     scratch_regions = [r for r in regions if r.name in outer]
     if len(scratch_regions) != len(outer) or not all(_written_first(body, r.name) and _only_inside(r, loop)
@@ -481,10 +481,10 @@ def _commands(c: p.Phrase):
             yield from _commands(orelse)
 
 
-def _accumulation(body: p.Phrase) -> p.Assign | None:
-    """The one assignment ``acc := acc ⊕ e`` of ``body``'s only variable from outside it, where
-    ``acc`` appears nowhere else and the assignment runs once per element, else None."""
-    own = {name for ph in p.walk(body) for name in p.binders(ph)}
+def _accumulation(body: p.Phrase, own: set) -> p.Assign | None:
+    """The one assignment ``acc := acc ⊕ e`` of ``body``'s only variable from outside it (not of
+    ``own``, the names ``body`` binds), where ``acc`` appears nowhere else and the assignment runs
+    once per element, else None."""
     outside = [c for c in p.walk(body) if isinstance(c, p.Assign) and isinstance(c.acc, p.Ident) and c.acc.name not in own]
     if len(outside) != 1:
         return None
