@@ -153,6 +153,8 @@ def alike_loops(question):
         e = sympy.sympify(e)
         if (e, ranges) in asked:
             return asked[e, ranges]
+        if len(asked) >= 4096:  # bounded, as the lru caches of the other questions
+            cache_clear()
         variables, renamed, mentioned = ranges._alike
         names = {v: renamed.loops[j][0] for j, v in enumerate(variables)}
         order = sorted(mentioned | e.free_symbols, key=_name_order)
