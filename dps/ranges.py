@@ -28,7 +28,6 @@ taken to be nonnegative.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -63,25 +62,6 @@ class Ranges:
 
     def __hash__(self) -> int:
         return self._hash
-
-    @cached_property
-    def _alike(self) -> tuple:
-        """(the loop variables, outermost first; these ranges with each loop variable renamed to
-        ``_loop_symbol`` of its depth; every other symbol they mention): ``alike_loops``."""
-        variables = tuple(v for v, _, _ in self.loops)
-        renaming = {v: _loop_symbol(j, v) for j, v in enumerate(variables)}
-
-        def canonical(e):
-            e = sympy.sympify(e)  # most of ``fitting`` are sizes alone, left as they are
-            return e.xreplace(renaming) if _free_symbols(e) & renaming.keys() else e
-
-        renamed = Ranges(tuple((renaming[v], canonical(lo), canonical(hi)) for v, lo, hi in self.loops),
-                         tuple((canonical(e), canonical(hi)) for e, hi in self.facts), self.naturals,
-                         tuple(map(canonical, self.fitting)), frozenset(map(canonical, self.nonzero)))
-        mentioned = set(self.naturals).union(*(_free_symbols(sympy.sympify(e)) for _, lo, hi in self.loops for e in (lo, hi)),
-                                             *(_free_symbols(sympy.sympify(e)) for fact in self.facts for e in fact),
-                                             *(_free_symbols(sympy.sympify(e)) for e in (*self.fitting, *self.nonzero)))
-        return variables, renamed, frozenset(mentioned - set(variables))
 
     def inside(self, variable: sympy.Symbol, hi: sympy.Expr, lo: sympy.Expr = sympy.Integer(0)) -> Ranges:
         """The ranges inside a loop of ``variable`` over lo .. hi, whose count, a value of the
@@ -128,69 +108,6 @@ class Ranges:
         used += [f"{_shown(fact)} <= {_shown(hi)}" for fact, hi in self.facts if sympy.sympify(fact).free_symbols & symbols]
         used += [f"{_shown(d)} != 0 (tested)" for d in sorted(self.nonzero, key=_shown) if d.free_symbols & symbols]
         return tuple(used)
-
-
-@lru_cache(maxsize=4096)
-def _loop_symbol(depth: int, variable: sympy.Symbol) -> sympy.Symbol:
-    """The loop variable at ``depth`` in the questions ``alike_loops`` memoises, with ``variable``'s
-    assumptions."""
-    return sympy.Symbol(f"fs_loop_{depth}", **variable.assumptions0)
-
-
-def alike_loops(question):
-    """``question(e, ranges)`` memoised alike for every naming of the loop variables: code generation
-    names the loops of each OpenCL kernel afresh (a tree reduction's ``l_23``, ``l_41``), and the
-    kernels of GMM's objective, or a kernel and its fallback, ask the same questions of loops named
-    otherwise.  An answer is found once, for the first naming asked, with its own names; for another
-    it is that answer with the names exchanged.  Only where every symbol of the question is in the
-    same order among the others (by name, as sympy orders the terms and factors it builds): sympy
-    then computes alike, so the answer is the one the question would get."""
-    asked: dict = {}  # by the question as asked
-    answers: dict = {}  # by the question with its loops renamed (``Ranges._alike``) and its order
-
-    @functools.wraps(question)
-    def memoised(e, ranges: Ranges):
-        e = sympy.sympify(e)
-        if (e, ranges) in asked:
-            return asked[e, ranges]
-        if len(asked) >= 4096:  # bounded, as the lru caches of the other questions
-            cache_clear()
-        variables, renamed, mentioned = ranges._alike
-        names = {v: renamed.loops[j][0] for j, v in enumerate(variables)}
-        order = sorted(mentioned | e.free_symbols, key=_name_order)
-        key = (e.xreplace(names), renamed, tuple(names.get(s, s) for s in order))
-        if key in answers:
-            answer = _exchanged(answers[key], {c: v for v, c in names.items()})
-        else:
-            answer = question(e, ranges)
-            answers[key] = _exchanged(answer, names)
-        asked[e, ranges] = answer
-        return answer
-
-    def cache_clear():
-        asked.clear()
-        answers.clear()
-
-    memoised.cache_clear = cache_clear
-    return memoised
-
-
-def _name_order(s: sympy.Symbol) -> tuple:
-    return s.name, type(s).__name__, getattr(s, "dummy_index", 0) or 0
-
-
-def _exchanged(answer, names: dict):
-    """``answer`` (an expression, a tuple of them, ``Bounds``, a bool or None) with ``names`` exchanged."""
-    if not names:
-        return answer
-    match answer:
-        case sympy.Basic():
-            return answer.xreplace(names)
-        case tuple():
-            return tuple(_exchanged(a, names) for a in answer)
-        case Bounds(lo, hi, exact):
-            return Bounds(_exchanged(sympy.sympify(lo), names), _exchanged(sympy.sympify(hi), names), exact)
-    return answer
 
 
 @lru_cache(maxsize=4096)
@@ -257,7 +174,7 @@ class Bounds:
     exact: bool
 
 
-@alike_loops
+@lru_cache(maxsize=4096)
 def bounds(e: sympy.Expr, ranges: Ranges) -> Bounds | None:
     """The bounds of ``e`` over the ranges, or None where a variable of ``e`` is unbounded: the
     attained extremes where ``e`` is monotone in each loop variable over the nested loops
@@ -673,7 +590,7 @@ def _cofactor(count: sympy.Expr, d: sympy.Expr) -> sympy.Expr | None:
 # ---------------------------------------------------------------------- what the ranges decide about an index
 
 
-@alike_loops
+@lru_cache(maxsize=4096)
 def simplify_index(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """Remove the floor divisions and modulos of ``e`` that the ranges make exact, and
     recombine the quotient and remainder of one division."""
@@ -747,7 +664,7 @@ def _divided(arg: sympy.Expr):
     return den, quotient, remainder
 
 
-@alike_loops
+@lru_cache(maxsize=4096)
 def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
     """``e`` with each division the ranges make sign-safe marked, for plain ``/`` and ``%`` in C."""
     def nonnegative_operand(a):
@@ -769,7 +686,7 @@ def truncating_divisions(e: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 # ---------------------------------------------------------------------- int64 overflow
 
 
-@alike_loops
+@lru_cache(maxsize=4096)
 def overflow_conditions(e: sympy.Expr, ranges: Ranges) -> tuple | None:
     """What makes computing ``e`` in plain int64 C, as ``print_size`` writes it, overflow-free: ()
     where it is an atom, or an expression of natural numbers (sizes, loop variables) whose every

@@ -13,8 +13,6 @@ shortcuts that replace sympy's own work shown to give sympy's answers:
 - ``stage_rows`` finds the names each OpenCL kernel mentions once, not once per other kernel;
 - ``plan_opencl`` substitutes the views of a kernel's hoisted buffers in one walk of its body, not
   one walk of each ``new``'s body;
-- the range questions code generation asks (``dps.ranges.alike_loops``) are answered once for
-  loops named otherwise (each OpenCL kernel names its loops afresh);
 - sympy's Min and Max compare each pair of arguments once (``dps.ranges._comparable``), however
   many Maxes of growing argument lists are built;
 - a size's values at the natural points (``shape.sizes.natural_samples``), evaluated in Python's
@@ -194,45 +192,6 @@ def test_plan_opencl_substitutes_a_bodys_hoisted_views_in_one_walk(monkeypatch):
     assert sum(b.role == "local" for b in buffers.values()) > 5 and sum(b.role == "temp" for b in buffers.values()) > 5
     # a phase body, its fallback's, its local arrays reused by a second phase, a buffer shared between kernels
     assert 0 < len(visits) < 4 * nodes
-
-
-def test_range_questions_are_answered_once_for_loops_named_otherwise(monkeypatch):
-    """Code generation names the loops of each OpenCL kernel afresh; the questions it asks of
-    them (``ranges.alike_loops``) are answered once for loops named otherwise, the names exchanged
-    in the answer, where every name is in the same order among the others."""
-    n = size_symbol("n")
-    c2, l23, c3, l41, z1 = (sympy.Symbol(name, integer=True) for name in ("c_2", "l_23", "c_3", "l_41", "z_1"))
-
-    def ranges_of(outer, inner):
-        return ranges.Ranges(naturals=frozenset({n}), fitting=(n,)).inside(outer, n - 1).inside(inner, n - 1)
-
-    def index(outer, inner):  # a row of n elements: its division by n is exact
-        return sympy.floor((outer * n + inner) / n) + sympy.Mod(outer * n + inner, n) * (outer + 1)
-
-    sympy.core.cache.clear_cache()
-    for f in (ranges.overflow_conditions, ranges.simplify_index, ranges.bounds, ranges.truncating_divisions):
-        f.cache_clear()
-    answers = {(outer, inner): (ranges.simplify_index(index(outer, inner), ranges_of(outer, inner)),
-                                ranges.overflow_conditions(index(outer, inner), ranges_of(outer, inner)),
-                                ranges.bounds(outer * n + inner, ranges_of(outer, inner)))
-               for outer, inner in ((c3, l41), (z1, l41), (c2, l23))}
-    assert answers[c2, l23][0] == c2 * l23 + c2 + l23 and answers[c3, l41][0] == c3 * l41 + c3 + l41
-    assert answers[c2, l23][2] == ranges.Bounds(0, n ** 2 - 1, True)
-    asked: list = []
-    original = ranges.simplify_index
-    monkeypatch.setattr(ranges, "simplify_index", lambda e, r: asked.append(e) or original(e, r))
-    ranges.overflow_conditions.cache_clear()
-    for outer, inner in ((c3, l41), (c2, l23), (z1, l41)):  # z_1 comes after n, c_2 and c_3 before
-        assert ranges.overflow_conditions(index(outer, inner), ranges_of(outer, inner)) == answers[outer, inner][1]
-    assert asked == [index(c3, l41), index(z1, l41)]  # c_2, l_23 answered as c_3, l_41 were
-    monkeypatch.undo()
-    sympy.core.cache.clear_cache()
-    for f in (ranges.overflow_conditions, ranges.simplify_index, ranges.bounds, ranges.truncating_divisions):
-        f.cache_clear()
-    # each answer is the one asked alone gives
-    assert ranges.simplify_index(index(c2, l23), ranges_of(c2, l23)) == answers[c2, l23][0]
-    assert ranges.overflow_conditions(index(c2, l23), ranges_of(c2, l23)) == answers[c2, l23][1]
-    assert ranges.bounds(c2 * n + l23, ranges_of(c2, l23)) == answers[c2, l23][2]
 
 
 def test_sympy_compares_each_pair_of_a_growing_max_once():
