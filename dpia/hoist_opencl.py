@@ -196,7 +196,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         shape = {} if sequential or said else _nest_shape(body, device, notes)
         if shape.get("jam", 1) > 1:
             body = jam_lanes(body, shape["jam"], NameSupply(set(taken) | p.identifiers(body) | sizes | read_only))
-        hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous, shape.get("dimensions"))
+        hoisted = _hoisted(body, spaces, names, buffers, sizes, contiguous, shape.get("dimensions"))
         global_size, local_size = _ndrange(hoisted, sequential, sizes, shape.get("dimensions"))
         if sequential and phases and _single_group(phases[-1]) and phases[-1].tail is None and not phases[-1].fallback:
             phases[-1] = replace(phases[-1], tail=hoisted)  # sequential: no local arrays, so no fallback
@@ -207,8 +207,7 @@ def plan_kernels(k: p.ImperativeKernel, symbol: str, taken: set, one_launch: boo
         phases.append(Phase("", hoisted, sequential, global_size, local_size, **shape))
         fallback = _fallback(body, spaces)
         if fallback is not None:
-            phases.append(Phase("", _hoist(body, (), fallback, names, buffers, sizes, contiguous,
-                                           shape.get("dimensions")),
+            phases.append(Phase("", _hoisted(body, fallback, names, buffers, sizes, contiguous, shape.get("dimensions")),
                                 sequential, global_size, local_size, fallback=True, **shape))
     if one_launch:
         phases = _one_launch(phases, buffers, names)
@@ -318,6 +317,7 @@ def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
     used = set().union(*(free_identifiers(c) for c in second if c is not None))
     firsts = free_identifiers(first)
     spare = [name for name in buffers if buffers[name].role == "local" and name in firsts]
+    views = {}  # each phase's local buffers are its own (_hoisted): no name is both replaced and a replacement
     for name in [name for name in buffers if buffers[name].role == "local" and name in used]:
         buf = buffers[name]
         match = next((other for other in spare if (buffers[other].elem, buffers[other].count) == (buf.elem, buf.count)), None)
@@ -326,9 +326,8 @@ def _reuse_locals(first: p.Phrase, second: tuple, buffers: dict) -> tuple:
         spare.remove(match)
         del buffers[name]
         flat = p.Arr(buf.count, p.Num(buf.elem))  # the same flat array as the buffer replaced (_views)
-        acc, exp = p.Ident(match, p.AccT(flat)), p.Ident(match, p.ExpT(flat))
-        second = tuple(None if c is None else p.substitute_variable(c, name, acc, exp) for c in second)
-    return second
+        views[name] = (p.Ident(match, p.AccT(flat)), p.Ident(match, p.ExpT(flat)))
+    return tuple(None if c is None or not views else p.substitute_variables(c, views) for c in second)
 
 
 def _after_the_total(phase: Phase, tail: p.Phrase, read_only: frozenset) -> bool:
@@ -509,11 +508,25 @@ def _contiguous_regions(c: p.Phrase) -> set:
     return found
 
 
+def _hoisted(body: p.Phrase, spaces: dict, names: NameSupply, buffers: dict, sizes, contiguous: set,
+             dimensions: tuple | None) -> p.Phrase:
+    """``body`` with its ``new``s in global and local memory hoisted to ``buffers`` (those in
+    private memory marked so), each variable read and written through its buffer's view: the
+    views of every ``new`` substituted in one walk of the body, not one walk of each ``new``'s body
+    (nested ``new``s walked again for each one around them).  A body binds each name once, as
+    ``spaces`` and ``contiguous``, by name, already take it to."""
+    views: dict = {}
+    hoisted = _hoist(body, (), spaces, names, buffers, sizes, contiguous, dimensions, views)
+    return p.substitute_variables(hoisted, views) if views else hoisted
+
+
 def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: dict, sizes,
-           contiguous: set, dimensions: tuple | None = None) -> p.Phrase:
+           contiguous: set, dimensions: tuple | None, views: dict) -> p.Phrase:
+    """``c`` with its ``new``s in global and local memory removed, the views of their variables
+    in their buffers added to ``views`` (``_hoisted``)."""
     match c:
         case p.New(name, data, body, offset) if offset is not None:
-            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous, dimensions)
+            inner = _hoist(body, loops, spaces, names, buffers, sizes, contiguous, dimensions, views)
             space = spaces.get(name, "global")
             if space == "private":
                 private_count(data)
@@ -537,11 +550,13 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 # interleaved, scalar k of copy c at k·copies + c: the work-items of a warp, whose
                 # NDRange dimension 0 runs over neighbours, then read neighbouring scalars in one
                 # access, where copies side by side cost a memory transaction per work-item
-                return p.substitute_variable(inner, name, *_views(buf, data, linear, copies))
-            return p.substitute_variable(inner, name, *_views(buf, data, linear * p.elements(data)))
+                views[name] = _views(buf, data, linear, copies)
+            else:
+                views[name] = _views(buf, data, linear * p.elements(data))
+            return inner
         case p.ParFor(size, _, index, _, _, body, strategy):
             inner = loops + (_Loop(index, sympy.sympify(size), strategy.level),)
-            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous, dimensions))
+            return replace(c, body=_hoist(body, inner, spaces, names, buffers, sizes, contiguous, dimensions, views))
         case p.GroupScan(tiles=tiles, sums=sums, words=words, window=window):
             # its local arrays: one per work-group; a single pass's look-back words: one per launch
             arrays = [(local, "local") for local in (*tiles, *sums, *window)]
@@ -549,8 +564,8 @@ def _hoist(c: p.Phrase, loops: tuple, spaces: dict, names: NameSupply, buffers: 
                 data = array.type.data
                 buf = _buffer(names, array.name, role, data, sympy.Integer(1), sizes)
                 buffers[buf.name] = buf
-                c = p.substitute_variable(c, array.name, *_views(buf, data, sympy.Integer(0)))
-    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous, dimensions), c)
+                views[array.name] = _views(buf, data, sympy.Integer(0))
+    return p.map_children(lambda ph: _hoist(ph, loops, spaces, names, buffers, sizes, contiguous, dimensions, views), c)
 
 
 # ----------------------------------------------------------------------------- NDRange

@@ -650,12 +650,18 @@ def replaced(c: Phrase, table: dict) -> Phrase:
 
 def substitute_variable(c: Phrase, name: str, acc: Phrase, exp: Phrase) -> Phrase:
     """``c`` with the variable ``name`` written as ``acc`` and read as ``exp``."""
+    return substitute_variables(c, {name: (acc, exp)})
+
+
+def substitute_variables(c: Phrase, views: dict) -> Phrase:
+    """``c`` with each variable ``name`` of ``views`` written as ``views[name][0]`` and read as
+    ``views[name][1]``, in one walk: the names are bound once each, and no view names one of them."""
     match c:
-        case Ident(n, AccT()) if n == name:
-            return acc
-        case Ident(n, ExpT()) if n == name:
-            return exp
-    return map_children(lambda ph: substitute_variable(ph, name, acc, exp), c)
+        case Ident(n, AccT()) if n in views:
+            return views[n][0]
+        case Ident(n, ExpT()) if n in views:
+            return views[n][1]
+    return map_children(lambda ph: substitute_variables(ph, views), c)
 
 
 def leaves(c: Phrase):

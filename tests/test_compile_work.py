@@ -11,6 +11,8 @@ shortcuts that replace sympy's own work shown to give sympy's answers:
   once, and ``in_range`` asks about the guards around a read only where the loops' bounds and the
   guards before fail to prove it (a vector's branch has a guard a lane);
 - ``stage_rows`` finds the names each OpenCL kernel mentions once, not once per other kernel;
+- ``plan_opencl`` substitutes the views of a kernel's hoisted buffers in one walk of its body, not
+  one walk of each ``new``'s body;
 - sympy's Min and Max compare each pair of arguments once (``dps.ranges._comparable``), however
   many Maxes of growing argument lists are built;
 - a size's values at the natural points (``shape.sizes.natural_samples``), evaluated in Python's
@@ -160,6 +162,36 @@ def test_stage_rows_walks_each_kernel_once(monkeypatch):
     # each part of each kernel once, then those of the staged kernels (which buffers stay)
     assert len(walked) == len(parts) + sum(len(list(phase.parts())) for phase in again.kernels.phases)
     assert again == staged
+
+
+def test_plan_opencl_substitutes_a_bodys_hoisted_views_in_one_walk(monkeypatch):
+    """Each ``new`` hoisted to a buffer is read and written through its view: the views of a phase
+    body's news are substituted in one walk of the body (``hoist_opencl._hoisted``), not one walk
+    of each new's body, which walked nested news again for each new around them (GMM's objective:
+    11 substitution steps a phrase of the program planned before)."""
+    from fsmooth.dpia import phrases
+
+    passes = driver.opencl_passes(Options())
+    names = [p.name for p in passes]
+    program = gmm.gmm_objective.program()
+    trace = driver.run_passes(passes[:names.index("plan_opencl") + 1], program)
+    before = trace.last("unroll_jam")
+    nodes = sum(1 for _ in phrases.walk(before.kernels[before.entry].body))
+    visits: list = []
+    original = phrases.map_children
+
+    def counting(f, node):
+        if "substitute_variable" in getattr(f, "__qualname__", ""):
+            visits.append(node)  # a step of a substitution
+        return original(f, node)
+
+    monkeypatch.setattr(phrases, "map_children", counting)
+    planned = passes[names.index("plan_opencl")].run({"core": program, "unroll_jam": before}, lambda name, form: None)
+    assert planned == trace.last("plan_opencl")
+    buffers = planned.kernels.buffers
+    assert sum(b.role == "local" for b in buffers.values()) > 5 and sum(b.role == "temp" for b in buffers.values()) > 5
+    # a phase body, its fallback's, its local arrays reused by a second phase, a buffer shared between kernels
+    assert 0 < len(visits) < 4 * nodes
 
 
 def test_sympy_compares_each_pair_of_a_growing_max_once():
