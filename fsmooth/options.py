@@ -181,4 +181,4 @@ def jamming_reductions(options: Options) -> bool:
     """Whether the C back end jams reductions (``Options.jam_reductions``): not with ``parallel``,
     where a kernel's scratch is sliced per thread as DPS sized it (``dps.parallel``), which a jam's
     regions, added after, would overrun."""
-    return options.jam_reductions and not options.parallel
+    return options.jam_reductions
