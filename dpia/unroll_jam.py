@@ -387,11 +387,10 @@ def _jam_chunks(reduce: p.ParallelReduce, J: int, names: NameSupply, scratch: sy
     past the first has its own copy of each region it writes, one per thread as DPS gave that
     region (``dps.hoist``), the copies page-aligned as DPS's (``dps.parallel.PAGE``).  Where the
     chunk's loop does not jam, ``reduce`` as it is."""
-    first, length, r = names.fresh(reduce.index), names.fresh("chunk"), names.fresh("r")
-    start = p.ScalarOp("add", (p.Ident(first, p.ExpT(p.Num(Index))), p.Ident(r, p.ExpT(p.IdxT(sympy.Symbol(length, integer=True, nonnegative=True))))),
-                       p.Num(Index))
-    chunk = p.For(p.NatExp(sympy.Symbol(length, integer=True, nonnegative=True), p.Num(Card)), r,
-                  _element(reduce.index, start, reduce.body))
+    first, length, r = names.fresh("first"), names.fresh("chunk"), names.fresh(reduce.index)
+    m = sympy.Symbol(length, integer=True, nonnegative=True)
+    start = p.ScalarOp("add", (p.Ident(first, p.ExpT(p.Num(Index))), p.Ident(r, p.ExpT(p.IdxT(m)))), p.Num(Index))
+    chunk = p.For(p.NatExp(m, p.Num(Card)), r, _element(reduce.index, start, reduce.body))
     jammed = jam_reduction(chunk, J, names, scratch, _only_inside(regions, reduce), per_thread=True)
     if jammed is None:
         return reduce, sympy.Integer(0)
