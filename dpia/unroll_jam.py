@@ -3,7 +3,8 @@
 iterations together, their loops fused into one, on the imperative DPIA of the OpenCL back end,
 before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item per J iterations).
 For C, the elements of a sequential reduction are jammed the same way, J at a time, and combined
-in their order (``jam_reduction``, the last section).
+in their order (``jam_reduction``, the last section), and so are those of each thread's chunk of a
+parallel reduction (``_jam_chunks``).
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
