@@ -148,6 +148,18 @@ def test_gmm_c_source_has_the_block_and_the_rest_loops(kernel):
     assert "fs_length_" not in kernel.with_options(parallel=True, jam_reductions=False).c_source()
 
 
+def test_a_threads_blocks_index_as_the_sequential_blocks_do():
+    """The range analysis follows a block loop counted by ⌊length/JAM⌋ of a thread's chunk
+    (``dps.ranges.tighten``) as it follows ⌊n/JAM⌋: the blocks' triangle keeps its running
+    subscript and no index arithmetic of the blocks is checked in the loop (its bounds are
+    tested once, before the body), on threads as in the sequential build."""
+    for source, count in ((adbench_gmm.gmm_full_objective.c_source(), "x_d0"),
+                          (adbench_gmm.gmm_full_objective.with_options(parallel=True).c_source(), "fs_length_")):
+        start = re.search(rf"for \(int64_t \w+ = 0; \w+ < fs_shift_floor_i64\({count}\w*, 2\); \w+\+\+\)", source).start()
+        blocks = source[start:source.index(f"fs_mask_mod_i64({count}", start)]
+        assert "fs_checked" not in blocks and "int64_t running = 0;" in blocks
+
+
 @BUILDS
 @pytest.mark.parametrize("kernel", [sum_of_squares, not_a_reduction, triangle_rows], ids=lambda k: k.name)
 def test_folds_not_of_the_form_are_left_as_they_are(kernel, options):
