@@ -151,15 +151,16 @@ class CKernelEmitter(KernelEmitter):
         t of a team of T folds the iterations OpenMP's static schedule would deal it (one chunk,
         the first ``n % T`` chunks one longer) into C variables of its own that start at the
         identities, and writes them to element t of the partials; after the team, the
-        accumulator, which holds the init, takes the partials in thread order.  One iteration
+        accumulator, which holds the init, takes the partials in thread order.  A body that folds
+        a chunk (``ParallelReduce.chunk``, the jam) runs once for the thread's.  One iteration
         runs without a team.  A failing iteration records its status in the thread's own variable
         and ends the thread's chunk; the first failure any thread reports wins, as in a parallel
         build (``_parallel_loop``)."""
         if not (self.options.parallel and not self.in_parallel and self._iterations_independent(c.body)):
             return super().reduction_loop(c, env, ranges)
         k = self.fresh_number()
-        trips, team, size, chunk, longer, first, end, t = (
-            f"fs_{name}{k}" for name in ("trips", "team", "threads", "chunk", "longer", "first", "end", "t"))
+        trips, team, size, chunk, longer, first, end, t, length = (
+            f"fs_{name}{k}" for name in ("trips", "team", "threads", "chunk", "longer", "first", "end", "t", "length"))
         checks: list = []
         n = self.index(c.count, env, ranges, checks)
         checks.append(f"const int64_t {trips} = {strip_parentheses(self.checked_size(n, ranges, checks))};")
@@ -171,11 +172,18 @@ class CKernelEmitter(KernelEmitter):
         threads_size = self.rename(size_symbol(self.k.threads), env)
         with self._thread_failures(k) as (shared, own):
             mine = [self.namer.fresh(a.name) for a in accumulators]  # the thread's accumulators
-            i = self.namer.fresh(c.index)
-            inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
             inner_env = {**env, **{a.name: ScalarVariable(m) for a, m in zip(accumulators, mine)},
-                         c.index: ScalarVariable(i), THREAD.name: ScalarVariable(THREAD_C)}
-            body = self.comm(c.body, inner_env, inner_ranges)
+                         THREAD.name: ScalarVariable(THREAD_C)}
+            if c.chunk is None:
+                i = self.namer.fresh(c.index)
+                inner_ranges = ranges.inside(index_symbol(i), n - 1).inside(index_symbol(THREAD_C), threads_size - 1)
+                body = self.comm(c.body, {**inner_env, c.index: ScalarVariable(i)}, inner_ranges)
+                fold = [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
+            else:  # the chunk first .. end - 1, of at most n iterations
+                inner_ranges = (ranges.inside(index_symbol(first), n).inside(index_symbol(length), n)
+                                .inside(index_symbol(THREAD_C), threads_size - 1))
+                fold = [f"const int64_t {length} = {end} - {first};"] + self.comm(
+                    c.body, {**inner_env, c.index: ScalarVariable(first), c.chunk: ScalarVariable(length)}, inner_ranges)
         lines = [f"const int64_t {THREAD_C} = omp_get_thread_num();",
                  f"const int64_t {size} = omp_get_num_threads();",
                  f"const int64_t {chunk} = {trips} / {size}, {longer} = {trips} % {size};",
@@ -184,7 +192,7 @@ class CKernelEmitter(KernelEmitter):
         lines += [f"{c_type(leaf)} {m} = {c_literal(monoid.identity, monoid.ty)};"
                   for (_, leaf), m, monoid in zip(leaves, mine, c.monoids)]
         lines += _own_status(own)
-        lines += [f"for (int64_t {i} = {first}; {i} < {end}; {i}++) {{"] + indent(body) + ["}"]
+        lines += fold
         lines += _thread_failure(own, shared)
         lines += [f"{partial}[{self.cint(stride * index_symbol(THREAD_C), inner_ranges)}] = {m};"
                   for partial, m, stride in zip(partials, mine, strides)]

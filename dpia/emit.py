@@ -611,11 +611,15 @@ class KernelEmitter:
 
     def reduction_loop(self, c: p.ParallelReduce, env: dict, ranges: Ranges) -> list[str]:
         """The loop of a parallel reduction where its iterations run one after another: the
-        accumulator, which holds the init, folds every element itself and the partials stay
-        unused.  A back end with threads overrides it."""
+        accumulator, which holds the init, folds every element itself (one chunk of them all,
+        where the body folds a chunk) and the partials stay unused.  A back end with threads
+        overrides it."""
         checks: list = []
         n = self.index(c.count, env, ranges, checks)
         unused = [f"(void){self.resolve(partial, env, ranges, checks)[0].cname};" for partial in c.partials]
+        if c.chunk is not None:
+            whole = {c.index: SymbolicInteger(sympy.Integer(0)), c.chunk: SymbolicInteger(n)}
+            return checks + unused + self.comm(c.body, {**env, **whole}, ranges)
         return checks + unused + self.loop(c.index, n, c.body, env, ranges)
 
     def loop(self, index, n, body, env, ranges, tail=(), scope=lambda inner: inner, pragmas=()) -> list[str]:

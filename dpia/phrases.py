@@ -29,7 +29,8 @@ Functional phrases (exp[δ]):
 Imperative commands (comm):
   Skip | Seq(P1, ..., Pk) | Assign(A, E) (A := E at num) | New(x, δ, P) (at an arena offset or on
   the C stack) | For(n, λ i. P) | ParFor(n, A, λ i o. P) | IfCmd(c, P1, P2)
-  | ParallelReduce(n, A, ⊕, partials, λ i. P) (a reduction's loop on threads, A its accumulator)
+  | ParallelReduce(n, A, ⊕, partials, λ i. P) (a reduction's loop on threads, A its accumulator;
+    or λ i m. P, P folding a thread's whole chunk of m iterations from i: ``jam_reduction``)
   | CallCmd(f, A, args) | DoubleBuffer(n, b0, b1, λ i s o. P, λ s. Q) (RISE & Shine Listing 13:
   iteration i reads s, writes o, then the two buffers swap; Q reads the final state; b0 = b1: one
   buffer, s and o the same, updated in place, ``dps.in_place``)
@@ -415,7 +416,10 @@ class ParallelReduce(Phrase):
     chunk of the iterations into an accumulator of its own that starts at the identity of each
     leaf's operator, and writes it to its place in ``partials``; then ``accumulator``, which
     holds the init, is combined with the partials in thread order.  ``body`` updates
-    ``accumulator`` in place (a reduction's element does not read the state)."""
+    ``accumulator`` in place (a reduction's element does not read the state): once per
+    iteration ``index``, or, where ``chunk`` names a size, once per thread, folding the
+    ``chunk`` iterations from ``index`` on in their order (``dpia.unroll_jam.jam_reduction``:
+    a thread's chunk run J elements at a time)."""
 
     count: Phrase
     index: str
@@ -423,6 +427,7 @@ class ParallelReduce(Phrase):
     monoids: tuple  # dps.reductions.Monoid per leaf of δ
     partials: tuple  # acc[n.num] per leaf: a region of one cache line per thread (dps.parallel.partial_stride)
     body: Phrase
+    chunk: str | None = None
 
 
 @dataclass(frozen=True)
@@ -762,10 +767,11 @@ def show(p: Phrase, indent: int = 0) -> str:
             return f"new {show_data(data)}{where} (λ {name}.{nl}{show(body, indent + 1)})"
         case For(count, index, body):
             return f"for {_atomic(count, indent)} (λ {index}.{nl}{show(body, indent + 1)})"
-        case ParallelReduce(count, index, accumulator, monoids, partials, body):
+        case ParallelReduce(count, index, accumulator, monoids, partials, body, chunk):
             return (f"reduce∥ ({', '.join(m.op for m in monoids)}) {_atomic(count, indent)} "
                     f"{show(accumulator, indent)} [{' '.join(show(a, indent) for a in partials)}] "
-                    f"(λ {index}.{nl}{show(body, indent + 1)})")
+                    f"{'' if chunk is None else 'by chunks '}(λ {' '.join(filter(None, (index, chunk)))}.{nl}"
+                    f"{show(body, indent + 1)})")
         case ParFor(size, acc, index, out, _, body):
             inner = show(body, indent + 1)
             sep = " " if "\n" not in inner else nl
@@ -903,6 +909,8 @@ def binders(ph: Phrase) -> set:
     match ph:
         case Let(name) | Bind(name) | New(name) | Alloc(name):
             return {name}
+        case ParallelReduce(index=index, chunk=str() as chunk):
+            return {index, chunk}
         case Build(index=index) | For(index=index) | Filter(index=index) | ParallelReduce(index=index):
             return {index}
         case Ifold(state=state, index=index):

@@ -3,7 +3,8 @@
 iterations together, their loops fused into one, on the imperative DPIA of the OpenCL back end,
 before ``dpia.hoist_opencl`` plans the kernels (so the launch has one work-item per J iterations).
 For C, the elements of a sequential reduction are jammed the same way, J at a time, and combined
-in their order (``jam_reduction``, the last section).
+in their order (``jam_reduction``, the last section), and so are those of each thread's chunk of a
+parallel reduction (``_jam_chunks``).
 
 Only the cost model asks for it (``fsmooth.cost_model.choose_rows``, on a CPU): a map of
 reductions whose folds read, beside each element's own row, what every element shares (gemv's
@@ -38,6 +39,7 @@ import sympy
 
 from fsmooth.names import NameSupply
 from fsmooth.dps.layout import region_bytes
+from fsmooth.dps.parallel import thread_slice
 from fsmooth.types import Bool, Card, Index
 
 from . import phrases as p
@@ -352,12 +354,18 @@ def jam_reductions_program(program: p.ImperativeProgram, J: int) -> p.Imperative
 
 def _jam_top_reductions(c: p.Phrase, J: int, names: NameSupply, scratch: sympy.Expr,
                         regions: tuple = ()) -> tuple[p.Phrase, sympy.Expr]:
-    """``c`` with each of its reductions that no loop encloses jammed (``jam_reduction``), and
-    the scratch its jams add beyond ``scratch``; ``regions``: the arena ``new``s around ``c``."""
+    """``c`` with each of its reductions that no loop encloses jammed (``jam_reduction``; on
+    threads, each thread's chunk: ``_jam_chunks``), and the scratch its jams add beyond
+    ``scratch``; ``regions``: the arena ``new``s around ``c``."""
     match c:
         case p.For():
-            jammed = jam_reduction(c, J, names, scratch, regions)
-            return (c, sympy.Integer(0)) if jammed is None else jammed
+            jammed = jam_reduction(c, J, names, scratch, _only_inside(regions, c))
+            if jammed is None:
+                return c, sympy.Integer(0)
+            loop, own_regions, extra = jammed
+            return _within(own_regions, loop), extra
+        case p.ParallelReduce(chunk=None):
+            return _jam_chunks(c, J, names, scratch, regions)
         case p.Seq(cmds):
             done = [_jam_top_reductions(cmd, J, names, scratch, regions) for cmd in cmds]
             return p.Seq(tuple(cmd for cmd, _ in done)), sympy.Max(0, *(extra for _, extra in done))
@@ -371,12 +379,40 @@ def _jam_top_reductions(c: p.Phrase, J: int, names: NameSupply, scratch: sympy.E
     return c, sympy.Integer(0)
 
 
-def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
-                  regions: tuple) -> tuple[p.Phrase, sympy.Expr] | None:
+def _jam_chunks(reduce: p.ParallelReduce, J: int, names: NameSupply, scratch: sympy.Expr,
+                regions: tuple) -> tuple[p.Phrase, sympy.Expr]:
+    """The parallel reduction ``reduce`` with each thread's chunk of ``m`` iterations from
+    ``first`` on, ``for m (λ r. new i (i := first + r; P(i)))``, jammed (``jam_reduction``: its
+    elements combined into the thread's accumulator in their order, so the partials, and the
+    result, are the unjammed ones bit for bit), and the scratch that adds: each jammed element
+    past the first has its own copy of each region it writes, one per thread as DPS gave that
+    region (``dps.hoist``), the copies page-aligned as DPS's (``dps.parallel.PAGE``).  Where the
+    chunk's loop does not jam, ``reduce`` as it is."""
+    first, length, r = names.fresh("first"), names.fresh("chunk"), names.fresh(reduce.index)
+    m = sympy.Symbol(length, integer=True, nonnegative=True)
+    start = p.ScalarOp("add", (p.Ident(first, p.ExpT(p.Num(Index))), p.Ident(r, p.ExpT(p.IdxT(m)))), p.Num(Index))
+    chunk = p.For(p.NatExp(m, p.Num(Card)), r, _element(reduce.index, start, reduce.body))
+    jammed = jam_reduction(chunk, J, names, scratch, _only_inside(regions, reduce), per_thread=True)
+    if jammed is None:
+        return reduce, sympy.Integer(0)
+    loop, own_regions, extra = jammed
+    return _within(own_regions, dataclasses.replace(reduce, index=first, body=loop, chunk=length)), extra
+
+
+def _within(regions: list, c: p.Phrase) -> p.Phrase:
+    """``c`` inside the arena ``regions`` (``new``s with no body yet), the first outermost."""
+    for region in reversed(regions):
+        c = dataclasses.replace(region, body=c)
+    return c
+
+
+def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr, regions: tuple,
+                  per_thread: bool = False) -> tuple[p.Phrase, list, sympy.Expr] | None:
     """A sequential fold ``for n (λ i. E(i); acc := acc ⊕ e(i))`` run ``J`` elements at a time,
-    and the scratch it adds; None where ``loop`` is not of that form, or its element has no loop
-    that every element runs alike (nothing to jam: ``_alike_loop``) or calls a kernel (a call
-    cannot be jammed):
+    the arena regions of its jammed elements (``new``s, their bodies to be the loop's
+    surroundings: ``_within``) and the scratch they add; None where ``loop`` is not of that
+    form, or its element has no loop that every element runs alike (nothing to jam:
+    ``_alike_loop``) or calls a kernel (a call cannot be jammed):
 
         for ⌊n/J⌋ (λ b. jam(E(Jb); v₀ := e(Jb), …, E(Jb + J-1); v_{J-1} := e(Jb + J-1));
                         acc := acc ⊕ v₀; …; acc := acc ⊕ v_{J-1});
@@ -389,8 +425,11 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     of each point's component k) read once for the J.  The element writes, beside its own
     variables, only ``acc`` and arena regions around the loop that it writes whole, with one
     ``parfor``, before it reads them and that nothing reads after the loop (DPS's regions hoisted
-    out of the element: GMM's K terms of a point): element s > 0 of a block gets its own copy of
-    each, past the kernel's ``scratch``."""
+    out of the element: GMM's K terms of a point; ``regions``: the arena ``new``s around the
+    loop that nothing outside it uses), each through one view that is the same for every
+    element (all of it, or a thread's slice): element s > 0 of a block gets its own copy of
+    each, past the kernel's ``scratch``, page-aligned where the regions hold a slice per
+    thread (``per_thread``)."""
     n, body = loop.count, loop.body
     if not isinstance(n, p.NatExp) or not _jammable(body):
         return None
@@ -402,8 +441,7 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     acc = step.acc.name
     outer = {root(w.acc) for w in p.walk(body) if isinstance(w, (p.Assign, p.ParFor))} - own - {acc}
     scratch_regions = [r for r in regions if r.name in outer]
-    if len(scratch_regions) != len(outer) or not all(_written_first(body, r.name) and _only_inside(r, loop)
-                                                     for r in scratch_regions):
+    if len(scratch_regions) != len(outer) or not all(_written_first(body, r.name, element) for r in scratch_regions):
         return None
     m = n.value
     count, whole = sympy.floor(m / J), J * sympy.floor(m / J)
@@ -418,8 +456,9 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
         if s > 0:
             for r in scratch_regions:
                 renames[r.name] = names.fresh(r.name)
-                own_regions.append(dataclasses.replace(r, name=renames[r.name], arena_offset=offset, body=p.Skip()))
-                offset += region_bytes(p.scalar_of(r.data), p.elements(r.data))
+                start = thread_slice(offset) if per_thread else offset
+                own_regions.append(dataclasses.replace(r, name=renames[r.name], arena_offset=start, body=p.Skip()))
+                offset = start + region_bytes(p.scalar_of(r.data), p.elements(r.data))
         computed = p.replaced(body, {id(step): p.Assign(p.Ident(values[s], p.AccT(data)), step.exp.args[1])})
         first = p.ScalarOp("add", (p.ScalarOp("mul", (p.Literal(J, p.Num(Index)), p.Ident(b, p.ExpT(p.IdxT(count)))),
                                                   p.Num(Index)), p.Literal(s, p.Num(Index))), p.Num(Index))
@@ -430,12 +469,10 @@ def jam_reduction(loop: p.For, J: int, names: NameSupply, scratch: sympy.Expr,
     for v in reversed(values):
         block = p.New(v, data, block)
     jammed = p.For(p.NatExp(count, n.data), b, block)
-    for r in reversed(own_regions):
-        jammed = dataclasses.replace(r, body=jammed)
     r, i = names.fresh("r"), names.fresh(loop.index)
     last = p.ScalarOp("add", (p.NatExp(whole, p.Num(Index)), p.Ident(r, p.ExpT(p.IdxT(sympy.Mod(m, J))))), p.Num(Index))
     rest = p.For(p.NatExp(sympy.Mod(m, J), n.data), r, _element(i, last, _renamed(body, {loop.index: i})))
-    return p.seq(jammed, rest), offset - scratch
+    return p.seq(jammed, rest), own_regions, offset - scratch
 
 
 def _element(i: str, start: p.Phrase, body: p.Phrase) -> p.Phrase:
@@ -499,15 +536,17 @@ def _accumulation(body: p.Phrase, own: set) -> p.Assign | None:
     return None
 
 
-def _written_first(body: p.Phrase, region: str) -> bool:
+def _written_first(body: p.Phrase, region: str, element: set) -> bool:
     """Whether the first of ``body``'s commands that mentions ``region`` is a ``parfor`` that
-    writes all of it without reading it, and no other command writes it."""
+    writes all of a view of it (the region, or a thread's slice of it) that is the same in every
+    element (none of the ``element``'s names in its offset) without reading it, and no other
+    command writes it."""
     first = next(c for c in p.leaves(body) if region in p.free_identifiers(c))
     writes = [c for c in p.walk(body) if isinstance(c, (p.Assign, p.ParFor)) and root(c.acc) == region]
-    return (isinstance(first, p.ParFor) and isinstance(first.acc, p.Ident) and first.acc.name == region
+    return (isinstance(first, p.ParFor) and root(first.acc) == region and not p.free_identifiers(first.acc) - {region} & element
             and region not in p.free_identifiers(first.body) and writes == [first])
 
 
-def _only_inside(region: p.New, loop: p.For) -> bool:
-    """Whether ``region`` is used in ``loop`` only."""
-    return region.name not in p.free_identifiers(p.replaced(region.body, {id(loop): p.Skip()}))
+def _only_inside(regions: tuple, loop: p.Phrase) -> tuple:
+    """The ``regions`` that are used in ``loop`` only."""
+    return tuple(r for r in regions if r.name not in p.free_identifiers(p.replaced(r.body, {id(loop): p.Skip()})))

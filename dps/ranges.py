@@ -128,8 +128,10 @@ def tighten(ranges: Ranges):
     ``i``, or by ``i - 5``) runs only for some values of t: t's range is narrowed to those
     (``i ≥ 1``, ``i ≥ 6``), innermost first, so that every iteration of the narrowed ranges
     reaches the point inside.  ``counts`` are the trip counts left over, in sizes only: the
-    point is reached iff each is ≥ 1.  None where a count is not ±t plus terms of outer
-    variables, or where the narrowed bound cannot be compared with t's own."""
+    point is reached iff each is ≥ 1.  A count ⌊c/q⌋ (q a positive constant: a thread's
+    blocks of a jammed chunk, ``dpia.unroll_jam``) is ≥ 1 iff c - q + 1 is.  None where a
+    count is not ±t plus terms of outer variables, or where the narrowed bound cannot be
+    compared with t's own."""
     loops = list(ranges.loops)
     syms = [r[0] for r in loops]
     counts = []
@@ -140,6 +142,8 @@ def tighten(ranges: Ranges):
         if not outer:
             counts.append(count)
             continue
+        if isinstance(count, sympy.floor) and (q := fraction(count.args[0])[1]).is_Integer and q > 0:
+            count = sympy.expand(q * count.args[0] - q + 1)
         j = max(outer)
         t, t_lo, t_hi = loops[j]
         a = count.coeff(t)

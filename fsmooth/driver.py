@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from . import core
 from .deep_stack import on_deep_stack
 from .errors import CompileError, IRError
-from .options import Options, jamming_reductions
+from .options import Options
 
 Report = Callable[[str, object], None]
 
@@ -84,7 +84,7 @@ def c_passes(options: Options, module: str | None = None) -> tuple[Pass, ...]:
             Pass("row_versions", lambda forms, report: row_versions_program(forms["single_trip"]) if options.row_versions
                  else forms["single_trip"]),
             Pass("jam_reductions", lambda forms, report: jam_reductions_program(forms["row_versions"], JAM)
-                 if jamming_reductions(options) else forms["row_versions"]),
+                 if options.jam_reductions else forms["row_versions"]),
             Pass("c", lambda forms, report: generate_c(forms["jam_reductions"], module or c_module(forms["core"]), options)))
 
 

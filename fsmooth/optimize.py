@@ -28,7 +28,7 @@ from .fusion import fuse, inline_lets
 from .guards_to_bounds import bound_guarded_folds
 from .licm import hoist_loop_invariants
 from .inline_kernels import inline_small_kernels
-from .options import Options, jamming_reductions
+from .options import Options
 from .anf import anf_kernel
 
 
@@ -84,7 +84,7 @@ def kernel_rewrites(options: Options) -> tuple[tuple[str, KernelRewrite], ...]:
     return tuple((name, rewrite) for enabled, name, rewrite in (
         (options.inline_kernels, "inline_kernels",
          lambda program, k: inline_small_kernels(program, k, in_place=options.update_in_place,
-                                                 into_reductions=jamming_reductions(options))),
+                                                 into_reductions=options.jam_reductions)),
         (options.inline_lets or options.fusion, "inline_lets_and_fusion", renormalised(inline_and_fuse)),
         (options.constant_folding, "constant_folding", renormalised(fold_constants)),
         (options.cse, "cse", renormalised(eliminate_common_subexpressions)),

@@ -102,7 +102,7 @@ class Options:
     hoist_checks: bool = _optimisation("C", "a loop body's checks that the loop does not change (bounds, integer overflow) run once, before it")
     reduce_strength: bool = _optimisation("C", "a subscript's part that is a polynomial of a loop's variable alone, or a remainder of a*i + b by a divisor that is not a constant, is kept running: an addition (and a comparison) per trip")
     interchange: bool = _optimisation("C", "a fold nested in builds that reads down columns runs outermost, each element's state in its place (dpia.interchange)")
-    jam_reductions: bool = _optimisation("C", "a sequential reduction acc ⊕ e(i) whose element has a loop that runs alike in every element and reads the element's values runs 4 elements at a time, their loops in one (unroll-and-jam: 4 independent chains, what they read alike read once), each element combined into acc in its order, so the result is bit-identical (dpia.unroll_jam.jam_reduction); its calls are inlined for it (inline_kernels)")
+    jam_reductions: bool = _optimisation("C", "a reduction acc ⊕ e(i) at the top of a kernel whose element has a loop that runs alike in every element and reads the element's values runs 4 elements at a time, their loops in one (unroll-and-jam: 4 independent chains, what they read alike read once), each element combined into acc in its order, so the result is bit-identical (dpia.unroll_jam.jam_reduction); with parallel, each thread's chunk so, into its partial; its calls are inlined for it (inline_kernels)")
     row_versions: bool = _optimisation("C", "a loop that strides or counts by the length of a parameter's rows, which the kernel reads at constant columns below K only, has a second version for rows of exactly K, taken where they are and the target has AVX-512 (FS_ROW_VERSIONS): constant strides and counts, which gcc loads as whole vectors (dpia.row_versions)")
     allocation: str = "arena"  # one of ALLOCATIONS
     parallel: bool = False  # '#pragma omp parallel for' on outermost parfors, -fopenmp
@@ -175,10 +175,3 @@ def default_options(**changes) -> Options:
     base = Options(check_arena=os.environ.get("FSMOOTH_CHECK_ARENA", "") not in ("", "0"),
                    opencl_reduction=OpenCLReduction.parse(os.environ.get("FSMOOTH_OPENCL_REDUCTION", "")))
     return replace(base, **changes)
-
-
-def jamming_reductions(options: Options) -> bool:
-    """Whether the C back end jams reductions (``Options.jam_reductions``): not with ``parallel``,
-    where a kernel's scratch is sliced per thread as DPS sized it (``dps.parallel``), which a jam's
-    regions, added after, would overrun."""
-    return options.jam_reductions and not options.parallel

@@ -92,13 +92,17 @@ def test_only_the_outermost_loops_run_on_threads():
     assert compile_to_c(adbench_ba.ba_objective.program(), PARALLEL).interfaces["ba_objective"].scratch_formula == 0
     for callee in ("project", "reprojection_error", "rodrigues_rotate_point", "cross3", "radial_distort"):
         assert "omp" not in _body(ba, f"adbench_ba_{callee}")
-    gmm = compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source
+    # (unjammed: the jam inlines main_terms into the fold, Options.jam_reductions)
+    gmm = compile_to_c(adbench_gmm.gmm_full_objective.program(), Options(parallel=True, jam_reductions=False)).source
     # its two builds over the components (sum_qs, the exp of the diagonals) come before the
     # points: outermost, so parallel; main_terms, called in the fold over the points, has none
     assert _body(gmm, "adbench_gmm_gmm_full_objective").count(
         "#pragma omp parallel for num_threads(nthreads) schedule(static) if(icf_d0 > 1)") == 2
     assert "omp" not in _body(gmm, "adbench_gmm_main_terms")
     assert re.search(r"adbench_gmm_main_terms_body\(.*, INT64_C\(1\)\)", gmm)
+    # jammed, its build over the components is inlined into the fold, inside the threads' region
+    jammed = _body(compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source, "adbench_gmm_gmm_full_objective")
+    assert "main_terms" not in jammed and jammed.count("#pragma omp parallel for") == 2
     # lower_times_x, called there, is also a kernel of its own: called alone, its build is outermost
     assert "#pragma omp parallel for" in _body(gmm, "adbench_gmm_lower_times_x")
     # BA's project, whose result is a 2-vector, is inlined (fsmooth.inline_kernels): its loops,

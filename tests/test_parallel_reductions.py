@@ -170,13 +170,20 @@ def test_the_c_has_a_parallel_region_only_for_a_reduction(kernel, parallel):
     assert "omp" not in _body(compile_to_c(kernel.program()).source, kernel)
 
 
-def test_gmm_sums_its_points_on_threads():
-    source = compile_to_c(adbench_gmm.gmm_full_objective.program(), PARALLEL).source
+@pytest.mark.parametrize("jammed", [False, True])
+def test_gmm_sums_its_points_on_threads(jammed):
+    """Unjammed, each point's terms are a call of main_terms, which runs on its caller's thread;
+    jammed (Options.jam_reductions), main_terms is inlined and each thread's points run 4 at a
+    time, from the first of its chunk (tests/test_jam_reductions.py)."""
+    source = compile_to_c(adbench_gmm.gmm_full_objective.program(), Options(parallel=True, jam_reductions=jammed)).source
     objective = _body(source, adbench_gmm.gmm_full_objective)
     fold = objective[objective.index("double acc_1;"):objective.index("slse = acc_1;")]
     trips = re.search(r"#pragma omp parallel num_threads\(nthreads\) if\((fs_trips_\d+) > 1\)", fold).group(1)
     assert f"const int64_t {trips} = x_d0;" in fold  # over the points
-    assert "adbench_gmm_main_terms_body(" in fold and "omp" not in _body(source, adbench_gmm.main_terms)
+    if jammed:
+        assert "main_terms" not in fold and re.search(r"fs_shift_floor_i64\(fs_length_\d+, 2\)", fold)
+    else:
+        assert "adbench_gmm_main_terms_body(" in fold and "omp" not in _body(source, adbench_gmm.main_terms)
 
 
 # ----------------------------------------------------------------------------- results

@@ -158,6 +158,10 @@ def test_ranges_and_proofs():
     assert proof is not None and proof.low == 0
     assert proof.facts == ("0 <= i <= n - 1", "0 <= j <= i - 1")
     assert in_range(j, n - 2, ranges) is None
+    # j < ⌊i/4⌋ (a jammed chunk of i elements, dpia.unroll_jam): the inner loop runs for i ≥ 4 only
+    blocks = Ranges().inside(i, n).inside(j, sympy.floor(i / 4) - 1)
+    assert bounds(i, blocks) == Bounds(4, n, True)
+    assert bounds(4 * j + 3, blocks) == Bounds(3, 4 * n - 1, False)  # ⌊i/4⌋ ≤ i/4: not attained
     # an if's bound on an expression carries over to it plus a constant, not beyond
     strided = Ranges().inside(i, 255).inside(j, n).given(i + 256 * j, n - 2)
     assert in_range(1 + i + 256 * j, n, strided) is not None
@@ -224,12 +228,14 @@ _DATA = range(-2, 3)
 @st.composite
 def _ranges(draw):
     """Up to three nested loops, each bound a size, a constant or an expression of an outer loop
-    variable (``for j < i``, ``for j < i - 2``, ``for j < n - i``)."""
+    variable (``for j < i``, ``for j < i - 2``, ``for j < n - i``, ``for j < ⌊i/2⌋``: the blocks
+    of a jammed chunk of i iterations)."""
     ranges = Ranges(naturals=frozenset({_N, _M}))
     for depth in range(draw(st.integers(1, 3))):
         outer = _LOOPS[:depth]
         choices = [_N - 1, _M - 1, sympy.Integer(2), _N * _M - 1]
         choices += [t - c for t in outer for c in (1, 2)] + [_N - t - 1 for t in outer]
+        choices += [sympy.floor(t / 2) - 1 for t in outer]
         ranges = ranges.inside(_LOOPS[depth], draw(st.sampled_from(choices)))
     return ranges
 
