@@ -1,5 +1,6 @@
-"""ADBench's objectives (GMM, BA, Hand, LSTM) at ADBench's sizes: fsmooth's default variant
-against hand-written C++ (ADBench's `manual` style), Eigen, Numba, numpy and PyTorch on the CPU.
+"""ADBench's objectives (GMM, BA, Hand, LSTM) at ADBench's sizes: fsmooth's default variant (and
+the same with ``fastmath``, beside it) against hand-written C++ (ADBench's `manual` style), Eigen,
+Numba, numpy and PyTorch on the CPU.
 
     python -m benchmarks.adbench                 # every ADBench size; hours on two cores (below)
     python -m benchmarks.adbench --reduced       # the set a loaded 2-core machine can run (~15 min)
@@ -17,8 +18,8 @@ result is reported as such, is not timed, and makes the command exit with 1.
 
 How long: the default runs 72 GMM cases (the largest, d = 128, K = 200, n = 10k, takes seconds a
 call in every implementation and over a minute in numpy), BA ba1–ba10, Hand hand1–hand12 and
-LSTM at l ∈ {2, 4} × c ∈ {1024, 4096}: with --max-seconds 10, six implementations and the
-doubling to 0.5 s, about 2 to 3 hours on an idle two-core machine.
+LSTM at l ∈ {2, 4} × c ∈ {1024, 4096}: with --max-seconds 10, seven implementations and the
+doubling to 0.5 s, about 2.5 to 3.5 hours on an idle two-core machine.
 
 The memory ladder runs each of GMM, BA and Hand ``calls`` times in a loop (for fsmooth, an F̃
 ``ifold`` over the objective, benchmarks/adbench_kernels.py; for manual C++, a C++ loop; for numpy

@@ -160,12 +160,16 @@ class Implementation:
     label: str  # name in tables and plots
     family: str  # fsmooth, C++, Eigen, Numba, numpy, PyTorch
     variant: str | None = None  # the fsmooth variant
+    fastmath: bool = False  # fsmooth's Options.fastmath (reassociation and multiply-add contraction)
 
 
 def implementations() -> list[Implementation]:
-    """The time comparison's implementations: fsmooth's default and the baselines."""
+    """The time comparison's implementations: fsmooth's default, the same with ``fastmath`` (the
+    licence g++ takes by default, which the manual C++ has: multiply-adds contracted) and the
+    baselines."""
     return [Implementation(f"fsmooth-{DEFAULT_VARIANT}", f"fsmooth {DEFAULT_VARIANT} (default)",
                            "fsmooth", DEFAULT_VARIANT),
+            Implementation("fsmooth-fastmath", "fsmooth fastmath", "fsmooth", DEFAULT_VARIANT, fastmath=True),
             Implementation("manual", "manual C++", "C++"),
             Implementation("eigen", "Eigen", "Eigen"),
             Implementation("numba", "Numba", "Numba"),
@@ -288,6 +292,8 @@ def runner(impl: Implementation, case: Case) -> tuple[Callable, Callable]:
     objective = case.objective
     if impl.family == "fsmooth":
         kernel = KERNELS[objective].variant(impl.variant)
+        if impl.fastmath:
+            kernel = kernel.with_options(fastmath=True)
         return (lambda: kernel(*args)), _as_numpy
     if impl.family in ("C++", "Eigen"):
         library = manual_library() if impl.family == "C++" else eigen_library()

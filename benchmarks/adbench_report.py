@@ -10,6 +10,8 @@ import json
 import os
 import pathlib
 
+from fsmooth.dpia.codegen_c import FASTMATH
+
 from .blas_report import replace_section
 from .micro_report import FAMILY_COLOURS, _markdown_table, _text_table, load_caveat
 
@@ -92,6 +94,15 @@ def reading(results: dict) -> list[str]:
                 + ("**met**." if not misses else
                    f"**missed** on {len(misses)} of {len(ratios)} ("
                    + ", ".join(f"{n} {r:.2f}×" for n, r in misses.items()) + ")."))
+        for key in _impl_order(results):
+            others = {name: impls[key] for name, impls in timed.items()
+                      if key.startswith("fsmooth-") and key != default and impls.get(key, {}).get("status") == "ok"}
+            if others:
+                within = sum(record["ratio_to_manual"] <= TARGET_RATIO for record in others.values())
+                text += (f" {next(iter(others.values()))['label']} (not the default): "
+                         f"{min(r['ratio_to_manual'] for r in others.values()):.2f}× to "
+                         f"{max(r['ratio_to_manual'] for r in others.values()):.2f}× the manual C++'s time, "
+                         f"≤ {TARGET_RATIO:.1f}× on {within} of {len(others)}.")
         for key, name in (("numba", "Numba"), ("pytorch", "PyTorch")):
             compared = {case: impls[key]["time_s"] / impls[default]["time_s"]
                         for case, impls in timed.items() if impls.get(key, {}).get("status") == "ok"}
@@ -153,7 +164,7 @@ def _machine_line(facts: dict) -> str:
 def time_markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.Path) -> list[str]:
     settings, facts = results["settings"], results["machine"]
     parts = [
-        f"### Time (`python -m benchmarks.adbench"
+        "### Time (`python -m benchmarks.adbench"
         + {"quick": " --quick", "reduced": " --reduced", "full": ""}[settings["preset"]]
         + (f" --max-seconds {settings['max_seconds']:g}"
            if settings["preset"] != "quick" and settings["max_seconds"] != 10.0 else "") + "`)",
@@ -169,7 +180,9 @@ def time_markdown(results: dict, plots: list[pathlib.Path], report_dir: pathlib.
         + ("all agreed." if not time_problems(results) else
            "**some did not**: " + "; ".join(time_problems(results)) + ".")
         + f" Flags: fsmooth `{' '.join(settings['fsmooth_flags'])}` (fsmooth.cache's, plus Python's "
-        f"extension flags); manual C++ `g++ {' '.join(settings['manual_flags'])}`; Eigen "
+        f"extension flags), and fsmooth fastmath adds `{' '.join(FASTMATH[0])}` (`Options.fastmath`: "
+        "reassociation, and multiply-adds contracted as g++ contracts them by default); manual C++ "
+        f"`g++ {' '.join(settings['manual_flags'])}`; Eigen "
         f"`g++ {' '.join(settings['eigen_flags'])}`; PyTorch on one thread, float64.",
         "",
         "#### Reading against the targets",

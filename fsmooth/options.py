@@ -87,7 +87,7 @@ class Options:
     cse: bool = _optimisation("F̃", "common-subexpression elimination")
     dce: bool = _optimisation("F̃", "dead-code elimination")
     licm: bool = _optimisation("F̃", "loop-invariant code motion: a let of a loop body that does not depend on the loop runs once, before it")
-    guards_to_bounds: bool = _optimisation("F̃", "a fold of (e if j < i else 0) runs j over [0, min(i, n)): guards on the index become bounds")
+    guards_to_bounds: bool = _optimisation("F̃", "a fold of (e if j < i else 0) runs j over [0, min(i, n)), and a loop whose body tests A·j + r < b and does nothing otherwise runs the trips where it holds: guards on the index become bounds")
     # DPS-F̃ simplification (Fig. 9)
     merge_allocs: bool = _optimisation("DPS", "merge consecutive allocs")
     hoist_allocs: bool = _optimisation("DPS", "hoist allocs out of build/ifold bodies: once per call, not per iteration")

@@ -94,6 +94,7 @@ def test_adbench_quick_run_checks_and_times_every_implementation(tmp_path):
         assert by_impl[f"fsmooth-{adbench_impls.DEFAULT_VARIANT}"]["status"] == "ok"
     section = (tmp_path / "RESULTS.md").read_text()
     assert section.startswith("## ADBench (issue 11)") and "Reading against the targets" in section
+    assert "fsmooth fastmath (not the default): " in section  # said beside the default, not instead
 
 
 def test_adbench_check_refuses_a_wrong_result():

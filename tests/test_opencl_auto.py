@@ -677,3 +677,33 @@ def test_a_staged_row_shares_the_row_it_becomes_only_behind_a_barrier(intel_cpu_
         assert_close(got, np.asarray(reversed_rows.reference(m)).reshape(shape), rtol=1e-12, atol=1e-14)
         assert_close(got, ml.np_softmax_rows(m)[:, ::-1], rtol=1e-12, atol=1e-14)
         assert [launch.kernel for launch in executable.last_profile] == [ran.kernel]
+
+
+def _lane_trip_counts(source: str, kernel: str) -> list[str]:
+    """The counts of the loops over a lane's strided share in ``kernel``'s text: the loop of j
+    whose elements are 256·j + t."""
+    body = source[source.index(f"__kernel void {kernel}("):]
+    body = body[:body.index("\n}\n")]
+    return re.findall(r"for \(int64_t j\w* = 0; j\w* < (.+?); j\w*\+\+\) \{", body)
+
+
+# softmax's max over the row, then its sum of the exponentials 1 .. n-1 (the first is the init)
+@pytest.mark.parametrize("kernel, name, extents", [
+    (vision.softmax_rows_f32, "vision_softmax_rows_f32_k", ["m_d1", "m_d1 - 1"]),
+    (blas.gemv_auto, "blas_gemv_auto_k", ["fs_min_i64(m_d1, x_d0)"])])
+def test_a_lane_runs_only_the_trips_of_its_own_elements(kernel, name, extents):
+    """A lane of a group per row folds the elements t, t + 256, ... below n: its loop runs the
+    ⌈(n − t)/256⌉ trips whose element exists and tests none (``emit.guarded_trips``), where it ran
+    ⌈n/256⌉ and tested each: over the 256 lanes, n trips in all, not 256·⌈n/256⌉."""
+    source = kernel.with_options(opencl_device=GENERIC_GPU).opencl_artifact().source
+    counts = _lane_trip_counts(source, name)
+    assert len(counts) == len(extents), counts
+    helpers = {"fs_min_i64": min, "fs_shift_floor_i64": lambda a, k: a >> k}
+    for count, extent in zip(counts, extents):
+        for n in (0, 1, 2, 255, 256, 257, 1000, 8192):
+            sizes = dict(helpers, m_d1=n, x_d0=n + 3)
+            trips = [max(0, eval(count, dict(sizes, **{lane: t for lane in re.findall(r"\bt\w*", count)})))
+                     for t in range(256)]
+            assert sum(trips) == max(0, eval(extent, sizes)), (count, n)
+        body = source[source.index(count):]
+        assert "if (" not in body[:body.index("}")], "the lane's loop tests nothing"
