@@ -435,6 +435,11 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown kernels {', '.join(unknown)}; known: {', '.join(KERNEL_NAMES)}")
 
+    if args.report:  # the section from the JSON files already there: nothing is run
+        blas_report.write_section(REPORT, RESULTS_DIR)
+        print(f"rewrote the BLAS section of {REPORT}")
+        return 0
+
     settings = dict(QUICK if args.quick else FULL, quick=args.quick, kernels=kernels)
     if os.environ.get("FSMOOTH_OPENCL_REDUCTION"):
         settings["opencl_reduction"] = os.environ["FSMOOTH_OPENCL_REDUCTION"]
@@ -478,7 +483,7 @@ def main(argv=None) -> int:
     print(f"wrote {json_path}" + (f" and {plot_path}" if plot_path else " (no plot: matplotlib is missing)"))
 
     into_results = args.out.resolve() == RESULTS_DIR.resolve()
-    if args.report or (not args.quick and into_results):
+    if not args.quick and into_results:
         blas_report.write_section(REPORT, RESULTS_DIR)
         print(f"rewrote the BLAS section of {REPORT}")
     elif not args.quick:
