@@ -14,8 +14,9 @@ Forms:
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -311,18 +312,6 @@ def show_program(p: Program) -> str:
 
 # ----------------------------------------------------------------------------- interpreter
 
-class Closure:
-    """A function value in the interpreter: a lambda with its environment."""
-
-    def __init__(self, params, body, env, program):
-        self.params, self.body, self.env, self.program = params, body, env, program
-
-    def __call__(self, *args):
-        env = dict(self.env)
-        env.update(zip((n for n, _ in self.params), args))
-        return interpret(self.body, env, self.program)
-
-
 def stack(values: list, elem_ty: Type):
     """Assemble the elements of a ``build`` into one n-D numpy array."""
     if isinstance(elem_ty, Scalar):
@@ -334,73 +323,170 @@ def stack(values: list, elem_ty: Type):
 
 def interpret(e: Expr, env: dict, program: Program | None = None):
     """Evaluate ``e`` with Python semantics.  Arrays are n-D numpy arrays, scalars Python numbers."""
-    match e:
-        case Var(name):
-            return env[name]
-        case Lit(value):
-            return value
-        case PrimApp(op, args, ty):
-            return prims.evaluate(op, [interpret(a, env, program) for a in args], ty)
-        case If(c, a, b):
-            return interpret(a if interpret(c, env, program) else b, env, program)
-        case Let(name, rhs, body):
-            return interpret(body, {**env, name: interpret(rhs, env, program)}, program)
-        case Lam(params, body):
-            return Closure(params, body, env, program)
-        case Call(fn, args):
-            k = program.kernels[fn]
-            vals = [interpret(a, env, program) for a in args]
-            return interpret(k.body, dict(zip((n for n, _ in k.params), vals)), program)
-        case App(fn, args):
-            return interpret(fn, env, program)(*[interpret(a, env, program) for a in args])
-        case ForeignCall(fn, args, dims, ty):
-            return fn.result([interpret(a, env, program) for a in args], [interpret(d, env, program) for d in dims])
-        case Build(size, fn, ArrayT(elem)):
-            n = interpret(size, env, program)
-            if n < 0:
-                raise ValueError(f"build of negative size {n}")
-            f = interpret(fn, env, program)
-            return stack([f(i) for i in range(n)], elem)
-        case Ifold(fn, init, count):
-            f = interpret(fn, env, program)
-            state = interpret(init, env, program)
-            for i in range(interpret(count, env, program)):
-                state = f(state, i)
-            return state
-        case Iscan(fn, init, count):
-            n = interpret(count, env, program)
-            if n < 0:
-                raise ValueError(f"iscan of negative size {n}")
-            f = interpret(fn, env, program)
-            state, states = interpret(init, env, program), []
-            for i in range(n):
-                state = f(state, i)
-                states.append(state)
-            return scan_states(states, fn.ty.result)
-        case Filter(pred, arr, ArrayT(elem)):
-            p, a = interpret(pred, env, program), interpret(arr, env, program)
-            return stack([x.item() for x in a if p(x.item())], elem)
-        case Length(arr):
-            return int(interpret(arr, env, program).shape[0])
-        case Get(arr, idx):
-            a = interpret(arr, env, program)
-            i = interpret(idx, env, program)
-            if not 0 <= i < a.shape[0]:
-                raise IndexError(f"index {i} out of range for an array of length {a.shape[0]}")
-            v = a[i]
-            return v if isinstance(v, np.ndarray) else v.item()
-        case Tuple(items):
-            return tuple(interpret(a, env, program) for a in items)
-        case Proj(tup, index):
-            return interpret(tup, env, program)[index]
-    raise AssertionError(f"cannot interpret {e!r}")
+    return _Compiler(program).expr(e)(env)
 
 
 def run_kernel(program: Program, name: str, args: list):
     k = program.kernels[name]
     if not any(isinstance(t, TupleT) for _, t in k.params):  # tuples passed as their components
         args = flatten_tuples(args)
-    return interpret(k.body, dict(zip((n for n, _ in k.params), args)), program)
+    params, body = _Compiler(program).kernel(name)
+    return body(dict(zip(params, args)))
+
+
+Evaluator = Callable[[dict], object]  # an expression compiled: its value in an environment
+
+
+class _Compiler:
+    """Compiles each node of an expression once into a Python function of the environment (a dict
+    from names to values), so that a loop does not match its body's nodes again on every
+    iteration; a kernel's body is compiled at its first call.  An environment is never changed
+    once a function value may have seen it: a lambda keeps a copy of the variables it reads."""
+
+    def __init__(self, program: Program | None):
+        self.program = program
+        self.kernels: dict[str, tuple[tuple[str, ...], Evaluator]] = {}
+
+    def kernel(self, name: str) -> tuple[tuple[str, ...], Evaluator]:
+        """A kernel's parameter names and its body compiled."""
+        if name not in self.kernels:
+            k = self.program.kernels[name]
+            self.kernels[name] = tuple(n for n, _ in k.params), self.expr(k.body)
+        return self.kernels[name]
+
+    def expr(self, e: Expr) -> Evaluator:
+        match e:
+            case Var(name):
+                return operator.itemgetter(name)
+            case Lit(value):
+                return lambda env: value
+            case PrimApp(op, args, ty):
+                return self.prim_app(prims.prim(op).impl, prims.coercer(ty), [self.expr(a) for a in args])
+            case If(c, a, b):
+                cond, then, orelse = self.expr(c), self.expr(a), self.expr(b)
+                return lambda env: then(env) if cond(env) else orelse(env)
+            case Let():
+                return self.lets(*let_chain(e))
+            case Lam(params, body):
+                return self.lam(tuple(n for n, _ in params), tuple(free_vars(e)), self.expr(body))
+            case Call(fn, args):
+                return self.call(fn, [self.expr(a) for a in args])
+            case App(fn, args):
+                function, operands = self.expr(fn), [self.expr(a) for a in args]
+                return lambda env: function(env)(*[a(env) for a in operands])
+            case ForeignCall(fn, args, dims):
+                operands, sizes = [self.expr(a) for a in args], [self.expr(d) for d in dims]
+                return lambda env: fn.result([a(env) for a in operands], [d(env) for d in sizes])
+            case Build(size, fn, ArrayT(elem)):
+                return self.build(self.expr(size), self.expr(fn), elem)
+            case Ifold(fn, init, count):
+                return self.ifold(self.expr(fn), self.expr(init), self.expr(count))
+            case Iscan(fn, init, count):
+                return self.iscan(self.expr(fn), self.expr(init), self.expr(count), fn.ty.result)
+            case Filter(pred, arr, ArrayT(elem)):
+                p, a = self.expr(pred), self.expr(arr)
+                return lambda env: _filter(p(env), a(env), elem)
+            case Length(arr):
+                a = self.expr(arr)
+                return lambda env: int(a(env).shape[0])
+            case Get(arr, idx):
+                a, i = self.expr(arr), self.expr(idx)
+                return lambda env: _get(a(env), i(env))
+            case Tuple(items):
+                parts = [self.expr(a) for a in items]
+                return lambda env: tuple([p(env) for p in parts])
+            case Proj(tup, index):
+                t = self.expr(tup)
+                return lambda env: t(env)[index]
+
+        def cannot(env):
+            raise AssertionError(f"cannot interpret {e!r}")
+        return cannot
+
+    @staticmethod
+    def prim_app(impl: Callable, rounded: Callable, operands: list[Evaluator]) -> Evaluator:
+        match operands:
+            case [a]:
+                return lambda env: rounded(impl(a(env)))
+            case [a, b]:
+                return lambda env: rounded(impl(a(env), b(env)))
+        return lambda env: rounded(impl(*[a(env) for a in operands]))
+
+    def lets(self, lets: list[Let], body: Expr) -> Evaluator:
+        """A chain of lets as one function: it binds into one copy of the environment, in order
+        (a lambda among the right-hand sides has copied what it reads when the next is bound)."""
+        bindings = [(let.name, self.expr(let.rhs)) for let in lets]
+        result = self.expr(body)
+
+        def let(env):
+            env = dict(env)
+            for name, rhs in bindings:
+                env[name] = rhs(env)
+            return result(env)
+        return let
+
+    def call(self, fn: str, operands: list[Evaluator]) -> Evaluator:
+        def call(env):
+            params, body = self.kernel(fn)
+            return body(dict(zip(params, [a(env) for a in operands])))
+        return call
+
+    @staticmethod
+    def lam(params: tuple[str, ...], free: tuple[str, ...], body: Evaluator) -> Evaluator:
+        def closure(env):
+            captured = {name: env[name] for name in free if name in env}
+
+            def function(*args):
+                local = captured.copy()
+                local.update(zip(params, args))
+                return body(local)
+            return function
+        return closure
+
+    @staticmethod
+    def build(size: Evaluator, fn: Evaluator, elem: Type) -> Evaluator:
+        def build(env):
+            n = size(env)
+            if n < 0:
+                raise ValueError(f"build of negative size {n}")
+            f = fn(env)
+            return stack([f(i) for i in range(n)], elem)
+        return build
+
+    @staticmethod
+    def ifold(fn: Evaluator, init: Evaluator, count: Evaluator) -> Evaluator:
+        def ifold(env):
+            f = fn(env)
+            state = init(env)
+            for i in range(count(env)):
+                state = f(state, i)
+            return state
+        return ifold
+
+    @staticmethod
+    def iscan(fn: Evaluator, init: Evaluator, count: Evaluator, state_ty: Type) -> Evaluator:
+        def iscan(env):
+            n = count(env)
+            if n < 0:
+                raise ValueError(f"iscan of negative size {n}")
+            f = fn(env)
+            state, states = init(env), []
+            for i in range(n):
+                state = f(state, i)
+                states.append(state)
+            return scan_states(states, state_ty)
+        return iscan
+
+
+def _filter(p, a, elem: Type):
+    return stack([x.item() for x in a if p(x.item())], elem)
+
+
+def _get(a, i):
+    if not 0 <= i < a.shape[0]:
+        raise IndexError(f"index {i} out of range for an array of length {a.shape[0]}")
+    v = a[i]
+    return v if isinstance(v, np.ndarray) else v.item()
 
 
 def flatten_tuples(args) -> list:

@@ -155,15 +155,29 @@ def evaluate(name, args: list, result_type: Scalar):
 
 
 def coerce(value, t: Scalar):
+    return coercer(t)(value)
+
+
+def coercer(t: Scalar) -> Callable:
+    """The function that rounds a Python value to ``t``'s precision (an integer type: int64),
+    chosen once where an interpreter rounds many values to one type."""
+    if t == Float:
+        return _to_float32
+    if t == Double:
+        return float
+    if t == Bool:
+        return bool
+    return _to_int64
+
+
+def _to_float32(value) -> float:
     import numpy as np
 
-    if t == Float:
-        with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as in C
-            return float(np.float32(value))
-    if t == Double:
-        return float(value)
-    if t == Bool:
-        return bool(value)
+    with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as in C
+        return float(np.float32(value))
+
+
+def _to_int64(value) -> int:
     value = int(value)
     if not -2**63 <= value < 2**63:  # as the compiled code's checked arithmetic (status 6)
         raise OverflowError(f"integer overflows int64: {value}")
