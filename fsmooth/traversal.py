@@ -17,6 +17,29 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+@functools.cache
+def _copied_by_dict(cls: type) -> bool:
+    """Whether a node of ``cls`` is its fields alone, held in its ``__dict__``: its ``__init__`` sets
+    each field as given and nothing else (no ``__post_init__``, no field outside ``__init__``, no
+    cached property), so that a copy of its ``__dict__`` is the node ``dataclasses.replace`` makes."""
+    return (not hasattr(cls, "__post_init__") and all(f.init for f in dataclasses.fields(cls))
+            and "__slots__" not in cls.__dict__
+            and not any(isinstance(v, functools.cached_property) for k in cls.__mro__ for v in vars(k).values()))
+
+
+def _replace(node, changes: dict):
+    """``dataclasses.replace(node, **changes)``, without its generic checks of every field where the
+    node is its fields alone (a pass replaces nodes by the million)."""
+    cls = type(node)
+    if not _copied_by_dict(cls):
+        return dataclasses.replace(node, **changes)
+    copy = object.__new__(cls)
+    fields = copy.__dict__
+    fields.update(node.__dict__)
+    fields.update(changes)
+    return copy
+
+
 @dataclass(frozen=True)
 class Traversal:
     node: type  # the base class of the IR's nodes
@@ -52,7 +75,7 @@ class Traversal:
                 changes[name] = f(value)
             elif isinstance(value, tuple) and self._holds_node(value):
                 changes[name] = self._map(f, value)
-        return dataclasses.replace(node, **changes) if changes else node
+        return _replace(node, changes) if changes else node
 
     def _holds_node(self, value: tuple) -> bool:
         return any(isinstance(item, self.node) or (isinstance(item, tuple) and self._holds_node(item))
