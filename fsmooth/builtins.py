@@ -29,6 +29,8 @@ class Int64(int):
         return super().__new__(cls, value)
 
     def _integer(self, other, op):
+        if type(other) is Int64:  # the common case, known to fit
+            return Int64(op(int(self), int(other)))
         if isinstance(other, (bool, np.bool_)) or not isinstance(other, (int, np.integer)):
             return NotImplemented
         # a plain int is Python's arithmetic of literals alone, which must have fit on its way here
@@ -119,6 +121,8 @@ def to_float(x):
 
 def scalar(value):
     """A scalar as a reference run computes with it: an integer an ``Int64``, a float a numpy float."""
+    if type(value) in _AS_THEY_ARE:  # the common cases, first
+        return value
     if isinstance(value, (bool, np.bool_, Int64)):
         return value
     if isinstance(value, (int, np.integer)):
@@ -126,6 +130,9 @@ def scalar(value):
     if isinstance(value, float) and not isinstance(value, np.floating):
         return np.float64(value)
     return value
+
+
+_AS_THEY_ARE = frozenset([bool, np.bool_, Int64, np.float64, np.float32])  # what ``scalar`` keeps
 
 
 class CheckedArray(np.ndarray):
@@ -136,6 +143,10 @@ class CheckedArray(np.ndarray):
     """
 
     def __getitem__(self, key):
+        if type(key) is Int64 and self.ndim:  # the common read a[i], by an Index
+            if not 0 <= key < self.shape[0]:
+                raise IndexError(f"index {key} out of range for an array of length {self.shape[0]}")
+            return scalar(super().__getitem__(key))
         for axis, k in enumerate(key if isinstance(key, tuple) else (key,)):
             if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) \
                     and axis < self.ndim and not 0 <= k < self.shape[axis]:
