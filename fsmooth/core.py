@@ -250,7 +250,7 @@ def show(e: Expr, indent: int = 0) -> str:
     match e:
         case Var(name):
             return name
-        case Lit(value, ty):
+        case Lit(value):
             if isinstance(value, bool):
                 return "true" if value else "false"
             return repr(value)
