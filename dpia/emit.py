@@ -501,14 +501,10 @@ class KernelEmitter:
                 rhs = self.exp(e, env, ranges, checks)
                 lhs = self.lvalue(acc, env, ranges, checks)
                 return checks + [f"{lhs} = {rhs};"]
-            case p.New(name, _, p.Seq((p.Assign(_, value), *rest)), None) if paths.integer_let(c, env):
-                # not stored: its uses see the expression, which the loop ranges can then
-                # simplify (fsmooth.dps.ranges); its checks stay here
+            case p.New() if paths.integer_let(c, env):
                 checks: list = []
-                symbolic = paths.index(value, env, ranges, self.size_names)
-                self.write_needs(symbolic.needs, ranges, checks)
-                return checks + self.comm(p.seq(*rest), {**env, name: SymbolicInteger(symbolic.expr)},
-                                          paths.past_tests(symbolic.needs, ranges))
+                rest, inner, after = self.integer_let(c, env, ranges, checks)
+                return checks + self.comm(rest, inner, after)
             case p.New(name, p.Arr() as data, body, None):
                 # a small array of a constant size (fsmooth.dps.local_arrays): a local of the function
                 cname = self.namer.fresh(name)
@@ -633,6 +629,7 @@ class KernelEmitter:
         bound = strip_parentheses(self.checked_size(n, ranges, count))
         i = self.namer.fresh(index)
         inner_env, inner_ranges = scope({**env, index: ScalarVariable(i)}), ranges.inside(index_symbol(i), n - 1)
+        # (a tail, a double buffer's swap, runs on every trip: none may be left out)
         guarded = self.guarded_trips(body, inner_env, inner_ranges, index_symbol(i), ranges) if not tail else None
         if guarded is not None:
             trips, body, inner_env, body_ranges = guarded
@@ -675,6 +672,16 @@ class KernelEmitter:
             return count + [f"if (0 < {bound}) {{"] + indent(hoisted + loop) + ["}"]
         return count + hoisted + loop
 
+    def integer_let(self, c: p.New, env: dict, ranges: Ranges, checks: list) -> tuple[p.Phrase, dict, Ranges]:
+        """A ``new`` of an integer written once, at its start (``paths.integer_let``), not stored:
+        the commands after its assignment, the environment in which its uses see its expression
+        (which the loop ranges can then simplify: ``fsmooth.dps.ranges``) and the ranges past its
+        checks, which go to ``checks``, here."""
+        symbolic = paths.index(c.body.cmds[0].exp, env, ranges, self.size_names)
+        self.write_needs(symbolic.needs, ranges, checks)
+        return (p.seq(*c.body.cmds[1:]), {**env, c.name: SymbolicInteger(symbolic.expr)},
+                paths.past_tests(symbolic.needs, ranges))
+
     def guarded_trips(self, body: p.Phrase, env: dict, ranges: Ranges, i: sympy.Symbol, outside: Ranges):
         """A loop body that tests an affine function of the loop's variable and does nothing
         where the test fails: integer lets with no checks, then ``if (A·i + r < b) P`` whose
@@ -688,13 +695,11 @@ class KernelEmitter:
         it, and its loads then waited on each other: softmax's rows took 18% longer on an H200."""
         if not self.options.guards_to_bounds:
             return None
-        while paths.integer_let(body, env):  # as ``comm`` keeps them, symbolic
-            value, checks = paths.index(body.body.cmds[0].exp, env, ranges, self.size_names), []
-            self.write_needs(value.needs, ranges, checks)
+        while paths.integer_let(body, env):
+            checks: list = []
+            body, env, ranges = self.integer_let(body, env, ranges, checks)
             if checks:
                 return None
-            env, body = {**env, body.name: SymbolicInteger(value.expr)}, p.seq(*body.body.cmds[1:])
-            ranges = paths.past_tests(value.needs, ranges)
         match body:
             case p.IfCmd(p.ScalarOp("lt", (a, b)) as cond, then, p.Skip() | p.Assign(p.Ident(), p.Ident()) as orelse) \
                     if orelse == p.Skip() or orelse.acc.name == orelse.exp.name:
